@@ -1,0 +1,48 @@
+"""sb3_grpo: GRPO, ExactTRPO and AdaptiveKLPPO for Stable-Baselines3, with pluggable estimators and rewards."""
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
+from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
+from sb3_grpo.common.rewards import Trajectory
+from sb3_grpo.hookspecs import hookimpl
+from sb3_grpo.plugins import (
+    PluginError,
+    available_advantage_estimators,
+    available_reward_functions,
+    get_advantage_estimator,
+    get_reward_function,
+    list_plugins,
+    register_advantage_estimator,
+    register_plugin,
+    register_reward_function,
+    unregister_advantage_estimator,
+    unregister_plugin,
+    unregister_reward_function,
+)
+
+try:
+    __version__ = _version("sb3-grpo")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "AdvantageEstimator",
+    "AdvantageInputs",
+    "AdvantageOutputs",
+    "PluginError",
+    "Trajectory",
+    "__version__",
+    "available_advantage_estimators",
+    "available_reward_functions",
+    "get_advantage_estimator",
+    "get_reward_function",
+    "hookimpl",
+    "list_plugins",
+    "register_advantage_estimator",
+    "register_plugin",
+    "register_reward_function",
+    "unregister_advantage_estimator",
+    "unregister_plugin",
+    "unregister_reward_function",
+]

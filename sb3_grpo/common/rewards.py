@@ -1,0 +1,191 @@
+"""
+Reward functions score finished trajectories (GRPO's outcome rewards).
+
+A reward function is any callable taking one :class:`Trajectory` and returning a float (one outcome reward for
+the whole trajectory) or an array of shape ``(trajectory.length,)`` (per-step rewards whose sum is the outcome).
+Several functions combine with weights through :class:`RewardCombiner`, in one of the two aggregation modes
+known from TRL's GRPO trainer:
+
+- ``"sum_then_normalize"``: weighted sum of the raw scores; the advantage estimator normalises the sum.
+- ``"normalize_then_sum"``: each function's outcomes are z-scored within their group first, then weighted and
+  summed (so a function with a large scale cannot drown the others).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sb3_grpo.common.advantages import group_index, grouped_mean_std
+
+__all__ = ["RewardCombiner", "RewardFunctionError", "Trajectory", "check_reward_function_signature", "score_trajectory"]
+
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+
+
+class RewardFunctionError(ValueError):
+    """A reward function is unusable or returned something unusable."""
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """
+    One finished trajectory, as seen by reward functions.
+
+    :param observations: ``(L, *obs_shape)`` observations the policy acted on (a dict of such arrays for Dict
+        spaces); after ``VecNormalize`` if the env has one.
+    :param actions: ``(L, *action_shape)`` actions taken (before clipping to the action space).
+    :param rewards: ``(L,)`` per-step rewards from the env (unnormalised, even under ``VecNormalize``).
+    :param infos: the ``info`` dict of each step (length ``L``).
+    :param terminated: the episode reached a terminal state.
+    :param truncated: the episode was cut by a time limit.
+    :param gamma: the algorithm's discount factor.
+    :param group_id: the group this trajectory belongs to (members share a start state).
+    :param member: index of the trajectory within its group.
+    :param index: index of the trajectory in the batch.
+    """
+
+    observations: Any
+    actions: np.ndarray
+    rewards: np.ndarray
+    infos: list[dict[str, Any]]
+    terminated: bool
+    truncated: bool
+    gamma: float = 0.99
+    group_id: int = 0
+    member: int = 0
+    index: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.rewards)
+
+    def describe(self) -> str:
+        return (
+            f"trajectory {self.index} (group {self.group_id}, member {self.member}, length {self.length}, "
+            f"{'terminated' if self.terminated else 'truncated' if self.truncated else 'unfinished'})"
+        )
+
+
+def function_name(fn: Any) -> str:
+    return getattr(fn, "_registered_name", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def check_reward_function_signature(fn: Any, name: str | None = None) -> None:
+    """Refuse anything that cannot be called as ``fn(trajectory)``.
+
+    :raises RewardFunctionError: naming the function and its signature.
+    """
+    label = name or function_name(fn)
+    if not callable(fn):
+        raise RewardFunctionError(f"Reward function {label!r} is not callable (got {type(fn).__name__}).")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins without a signature: give them the benefit of the doubt
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise RewardFunctionError(
+            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is "
+            f"{label}{signature}."
+        ) from None
+
+
+def score_trajectory(fn: Callable, trajectory: Trajectory, name: str | None = None) -> np.ndarray:
+    """Call one reward function and return per-step rewards ``(L,)`` (a float output lands on the last step).
+
+    :raises RewardFunctionError: naming the function and the trajectory on a wrong shape, NaN or inf.
+    """
+    label = name or function_name(fn)
+    try:
+        raw = fn(trajectory)
+    except RewardFunctionError as exc:
+        raise RewardFunctionError(f"Reward function {label!r} on {trajectory.describe()}: {exc}") from exc
+    except Exception as exc:
+        raise RewardFunctionError(f"Reward function {label!r} raised on {trajectory.describe()}: {exc!r}") from exc
+    out = np.asarray(raw, dtype=np.float64)
+    length = trajectory.length
+    if out.ndim == 0 or (out.shape == (1,) and length != 1):
+        per_step = np.zeros(length, dtype=np.float64)
+        per_step[-1] = float(out.reshape(-1)[0])
+    elif out.shape == (length,):
+        per_step = out
+    else:
+        raise RewardFunctionError(
+            f"Reward function {label!r} returned shape {out.shape} on {trajectory.describe()}; it must return a float "
+            f"or an array of shape ({length},)."
+        )
+    if not np.all(np.isfinite(per_step)):
+        raise RewardFunctionError(f"Reward function {label!r} returned a non-finite value ({raw!r}) on {trajectory.describe()}.")
+    return per_step
+
+
+class RewardCombiner:
+    """
+    Score trajectories with several reward functions and combine them with weights.
+
+    :param functions: ``(name, callable)`` pairs.
+    :param weights: one weight per function (default: all 1).
+    :param aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see module docstring).
+    :param eps: added to group standard deviations in ``normalize_then_sum``.
+    """
+
+    def __init__(
+        self,
+        functions: Sequence[tuple[str, Callable]],
+        weights: Sequence[float] | None = None,
+        aggregation: str = "sum_then_normalize",
+        eps: float = 1e-4,
+    ):
+        if len(functions) == 0:
+            raise RewardFunctionError("reward_functions is empty: give at least one (default: ['episodic_return']).")
+        if weights is None:
+            weights = [1.0] * len(functions)
+        if len(weights) != len(functions):
+            raise RewardFunctionError(
+                f"reward_weights has {len(weights)} entries but reward_functions has {len(functions)}: give one weight per "
+                "function."
+            )
+        if not all(np.isfinite(w) for w in weights):
+            raise RewardFunctionError(f"reward_weights must be finite, got {list(weights)}")
+        if aggregation not in AGGREGATIONS:
+            raise RewardFunctionError(f"reward_aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+        self.functions = list(functions)
+        self.weights = [float(w) for w in weights]
+        self.aggregation = aggregation
+        self.eps = eps
+
+    def __call__(self, trajectories: Sequence[Trajectory]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """Score a batch of finished trajectories.
+
+        :return: ``(outcomes, step_rewards, per_function)``: ``(B,)`` combined outcome rewards, one ``(L_i,)``
+            array of combined per-step rewards per trajectory (summing to the outcome up to a per-group constant
+            in ``normalize_then_sum`` mode), and ``(n_functions, B)`` raw outcome of each function (for logging).
+        """
+        n = len(trajectories)
+        per_step = [[score_trajectory(fn, traj, name) for traj in trajectories] for name, fn in self.functions]
+        raw_outcomes = np.array([[s.sum() for s in scores] for scores in per_step], dtype=np.float64).reshape(-1, n)
+        if self.aggregation == "sum_then_normalize":
+            scales = np.ones_like(raw_outcomes)
+            shifts = np.zeros_like(raw_outcomes)
+        else:
+            inverse, n_groups, _ = group_index(np.array([t.group_id for t in trajectories]))
+            scales = np.empty_like(raw_outcomes)
+            shifts = np.empty_like(raw_outcomes)
+            for k in range(len(self.functions)):
+                mean, std, spread = grouped_mean_std(raw_outcomes[k], inverse, n_groups)
+                flat = spread[inverse] == 0.0
+                scales[k] = np.where(flat, 0.0, 1.0 / (std[inverse] + self.eps))
+                shifts[k] = np.where(flat, 0.0, mean[inverse])
+        outcomes = np.zeros(n, dtype=np.float64)
+        steps = [np.zeros(t.length, dtype=np.float64) for t in trajectories]
+        for k, weight in enumerate(self.weights):
+            outcomes += weight * (raw_outcomes[k] - shifts[k]) * scales[k]
+            for i in range(n):
+                steps[i] += weight * scales[k, i] * per_step[k][i]
+        return outcomes, steps, raw_outcomes

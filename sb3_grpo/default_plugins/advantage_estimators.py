@@ -1,0 +1,393 @@
+"""
+Built-in advantage estimators, registered through the same hook as third-party ones.
+
+Critic estimators (need ``values``): ``gae``, ``n_step``, ``td``, ``monte_carlo``.
+Group estimators (critic-free): ``group_zscore``, ``group_mean``, ``leave_one_out``, ``group_process``,
+``reinforce_baseline``, ``group_step_baseline``.
+
+Sources:
+- GAE: Schulman et al. 2016, https://arxiv.org/abs/1506.02438 (identical to SB3's ``RolloutBuffer``)
+- n-step / A3C returns: Mnih et al. 2016, https://arxiv.org/abs/1602.01783
+- GRPO outcome supervision and process supervision: Shao et al. 2024 (DeepSeekMath), https://arxiv.org/abs/2402.03300
+- Dr. GRPO (no std scaling): Liu et al. 2025, https://arxiv.org/abs/2503.20783
+- RLOO: Ahmadian et al. 2024, https://arxiv.org/abs/2402.14740
+- Per-step group baseline over shared starts: the "vine" idea of TRPO (Schulman et al. 2015, section 5.2)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sb3_grpo.common.advantages import (
+    AdvantageEstimator,
+    AdvantageInputs,
+    AdvantageOutputs,
+    EstimatorError,
+    group_index,
+    grouped_mean_std,
+    warn_once,
+)
+from sb3_grpo.hookspecs import hookimpl
+
+SCALES = ("group", "batch", "none")
+
+
+def _check_scale(scale: str, estimator: str) -> str:
+    if scale not in SCALES:
+        raise EstimatorError(f"{estimator}: scale must be one of {SCALES}, got {scale!r}")
+    return scale
+
+
+def _require_critic_layout(inputs: AdvantageInputs, estimator: str) -> None:
+    if inputs.mask is not None and not np.all(inputs.mask):
+        raise EstimatorError(f"{estimator} works on the critic layout (every entry a real step); got a padded mask.")
+    if inputs.values is None or inputs.last_values is None or inputs.dones is None:
+        raise EstimatorError(f"{estimator} needs values, last_values and dones (a critic).")
+
+
+def _reverse_discounted_cumsum(x: np.ndarray, valid: np.ndarray, discount: float) -> np.ndarray:
+    """``out[t] = x[t] + discount * out[t+1]`` along each column, restarting at invalid (padding) steps."""
+    out = np.zeros_like(x, dtype=np.float64)
+    acc = np.zeros(x.shape[1], dtype=np.float64)
+    for t in range(x.shape[0] - 1, -1, -1):
+        acc = np.where(valid[t], x[t] + discount * acc, 0.0)
+        out[t] = acc
+    return out
+
+
+# -------------------------------------------------------------------------
+# Critic estimators
+# -------------------------------------------------------------------------
+
+
+class GAE(AdvantageEstimator):
+    """
+    Generalized Advantage Estimation, computed exactly as SB3's ``RolloutBuffer.compute_returns_and_advantage``
+    (same float32 arithmetic, same treatment of ``episode_starts``/``dones``). Returns are the TD(lambda) targets
+    ``advantages + values``.
+
+    :param gae_lambda: overrides the algorithm's ``gae_lambda`` when given.
+    """
+
+    requires = frozenset({"values", "step_rewards"})
+    fixed_lambda: float | None = None
+
+    def __init__(self, gae_lambda: float | None = None):
+        if gae_lambda is not None and not 0.0 <= gae_lambda <= 1.0:
+            raise EstimatorError(f"gae: gae_lambda must be in [0, 1], got {gae_lambda}")
+        self.gae_lambda = gae_lambda
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        _require_critic_layout(inputs, type(self).__name__)
+        lam = self.fixed_lambda if self.fixed_lambda is not None else self.gae_lambda
+        lam = inputs.gae_lambda if lam is None else lam
+        gamma = inputs.gamma
+        rewards = np.asarray(inputs.rewards, dtype=np.float32)
+        values = np.asarray(inputs.values, dtype=np.float32)
+        episode_starts = np.asarray(inputs.episode_starts, dtype=np.float32)
+        last_values = np.asarray(inputs.last_values, dtype=np.float32).reshape(-1)
+        dones = np.asarray(inputs.dones)
+        n_steps = rewards.shape[0]
+        advantages = np.zeros_like(rewards)
+        last_gae_lam: np.ndarray | int = 0
+        for step in reversed(range(n_steps)):
+            if step == n_steps - 1:
+                next_non_terminal = 1.0 - dones.astype(np.float32)
+                next_values = last_values
+            else:
+                next_non_terminal = 1.0 - episode_starts[step + 1]
+                next_values = values[step + 1]
+            delta = rewards[step] + gamma * next_values * next_non_terminal - values[step]
+            last_gae_lam = delta + gamma * lam * next_non_terminal * last_gae_lam
+            advantages[step] = last_gae_lam
+        return AdvantageOutputs(advantages=advantages, returns=advantages + values)
+
+
+class TD(GAE):
+    """One-step temporal-difference advantage ``r_t + gamma V(s_{t+1}) - V(s_t)`` (GAE with lambda = 0)."""
+
+    fixed_lambda = 0.0
+
+    def __init__(self) -> None:
+        super().__init__(gae_lambda=None)
+
+
+class MonteCarlo(GAE):
+    """Reward-to-go minus value (GAE with lambda = 1), bootstrapped with V only where the rollout cuts an episode."""
+
+    fixed_lambda = 1.0
+
+    def __init__(self) -> None:
+        super().__init__(gae_lambda=None)
+
+
+class NStep(AdvantageEstimator):
+    """
+    k-step (A3C-style) advantage: ``G_t^(k) - V(s_t)`` with
+    ``G_t^(k) = r_t + gamma r_{t+1} + ... + gamma^(m-1) r_{t+m-1} + gamma^m V(s_{t+m})``,
+    ``m = k`` unless the episode ends first (no bootstrap after a terminal step) or the rollout ends first
+    (bootstrap with the value of the next state). Returns are ``G_t^(k)``.
+
+    :param n: number of reward steps ``k`` (>= 1).
+    """
+
+    requires = frozenset({"values", "step_rewards"})
+
+    def __init__(self, n: int = 5):
+        if int(n) != n or n < 1:
+            raise EstimatorError(f"n_step: n must be a positive integer, got {n!r}")
+        self.n = int(n)
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        _require_critic_layout(inputs, "n_step")
+        gamma = float(inputs.gamma)
+        rewards = np.asarray(inputs.rewards, dtype=np.float64)
+        values = np.asarray(inputs.values, dtype=np.float64)
+        n_steps, n_cols = rewards.shape
+        # Row s+1 of these arrays describes "what follows step s": does the episode go on, and its value.
+        # Row n_steps is the state after the rollout (last_values, dones).
+        cont = np.ones((n_steps + 1, n_cols))
+        cont[1:n_steps] = 1.0 - np.asarray(inputs.episode_starts, dtype=np.float64)[1:]
+        cont[n_steps] = 1.0 - np.asarray(inputs.dones, dtype=np.float64)
+        next_values = np.zeros((n_steps + 1, n_cols))
+        next_values[1:n_steps] = values[1:]
+        next_values[n_steps] = np.asarray(inputs.last_values, dtype=np.float64).reshape(-1)
+
+        t = np.arange(n_steps)
+        returns = np.zeros((n_steps, n_cols))
+        alive = np.ones((n_steps, n_cols))
+        discount = 1.0
+        for i in range(self.n):
+            s = t + i
+            inside = s < n_steps
+            if not inside.any():
+                break
+            s_in = s[inside]
+            returns[inside] += discount * alive[inside] * rewards[s_in]
+            discount *= gamma
+            go_on = cont[s_in + 1]
+            stop_here = (i == self.n - 1) | (s_in + 1 == n_steps)
+            returns[inside] += np.where(stop_here[:, None], discount * alive[inside] * go_on * next_values[s_in + 1], 0.0)
+            alive[inside] *= np.where(stop_here[:, None], 0.0, go_on)
+        return AdvantageOutputs(advantages=returns - values, returns=returns)
+
+
+# -------------------------------------------------------------------------
+# Group (critic-free) estimators
+# -------------------------------------------------------------------------
+
+
+class _GroupOutcome(AdvantageEstimator):
+    """Outcome supervision: one advantage per trajectory, broadcast to all its steps."""
+
+    requires = frozenset({"outcome_rewards", "group_ids"})
+    default_scale = "group"
+    label = "group"
+
+    def __init__(self, scale: str | None = None, eps: float = 1e-4):
+        self.scale = _check_scale(self.default_scale if scale is None else scale, self.label)
+        if eps <= 0:
+            raise EstimatorError(f"{self.label}: eps must be positive, got {eps}")
+        self.eps = float(eps)
+
+    def baseline(self, rewards: np.ndarray, inverse: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
+        mean, _, _ = grouped_mean_std(rewards, inverse, n_groups)
+        return mean[inverse]
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        rewards = np.asarray(inputs.outcome_rewards, dtype=np.float64)
+        inverse, n_groups, counts = group_index(inputs.group_ids)
+        centered = rewards - self.baseline(rewards, inverse, n_groups, counts)
+        _, std, spread = grouped_mean_std(rewards, inverse, n_groups)
+        flat = spread[inverse] == 0.0
+        centered[flat] = 0.0  # all-equal groups: exactly zero, never NaN
+        if self.scale == "group":
+            centered = centered / (std[inverse] + self.eps)
+        elif self.scale == "batch":
+            centered = centered / (centered.std() + self.eps)
+        centered[flat] = 0.0
+        return AdvantageOutputs(advantages=inputs.broadcast(centered))
+
+
+class GroupZScore(_GroupOutcome):
+    """GRPO (DeepSeekMath outcome supervision): ``(R_i - mean_g) / (std_g + eps)``.
+
+    :param scale: ``"group"`` (default: divide by the group's population std), ``"batch"`` (divide by the std of
+        the centred rewards over the whole batch) or ``"none"``.
+    :param eps: added to the standard deviation.
+    """
+
+    label = "group_zscore"
+
+
+class GroupMean(_GroupOutcome):
+    """Dr. GRPO: ``R_i - mean_g`` (no scaling by default; ``scale`` as in ``group_zscore``)."""
+
+    default_scale = "none"
+    label = "group_mean"
+
+
+class LeaveOneOut(_GroupOutcome):
+    """RLOO: ``R_i - mean_{j != i} R_j`` over the other members of the group (a group of one gets zero).
+
+    :param scale: as in ``group_zscore`` (default ``"none"``).
+    """
+
+    default_scale = "none"
+    label = "leave_one_out"
+
+    def baseline(self, rewards: np.ndarray, inverse: np.ndarray, n_groups: int, counts: np.ndarray) -> np.ndarray:
+        sums = np.bincount(inverse, weights=rewards, minlength=n_groups)
+        n = counts[inverse]
+        if (counts < 2).any():
+            warn_once(self, "leave_one_out_singleton", "leave_one_out: a group has a single member; its advantage is zero.")
+        others = np.where(n > 1, (sums[inverse] - rewards) / np.maximum(n - 1, 1), rewards)
+        return others
+
+
+class ReinforceBaseline(AdvantageEstimator):
+    """
+    REINFORCE with a running-mean baseline: ``R_i - b`` where ``b`` is an exponential moving average of the
+    mean outcome of past batches (before any past batch exists, the current batch's mean). The baseline is
+    part of the estimator's state and is saved with the model.
+
+    :param decay: weight of the old baseline in ``b <- decay * b + (1 - decay) * mean(R)``.
+    :param scale: ``"none"`` (default), ``"batch"`` or ``"group"`` (the latter needs group ids).
+    :param eps: added to the standard deviation when scaling.
+    """
+
+    def __init__(self, decay: float = 0.9, scale: str = "none", eps: float = 1e-4):
+        if not 0.0 <= decay < 1.0:
+            raise EstimatorError(f"reinforce_baseline: decay must be in [0, 1), got {decay}")
+        self.decay = float(decay)
+        self.scale = _check_scale(scale, "reinforce_baseline")
+        self.eps = float(eps)
+        self.baseline: float | None = None
+        self.requires = frozenset({"outcome_rewards", "group_ids"} if scale == "group" else {"outcome_rewards"})
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        rewards = np.asarray(inputs.outcome_rewards, dtype=np.float64)
+        batch_mean = float(rewards.mean())
+        baseline = batch_mean if self.baseline is None else self.baseline
+        advantages = rewards - baseline
+        if self.scale == "group":
+            inverse, n_groups, _ = group_index(inputs.group_ids)
+            _, std, _ = grouped_mean_std(rewards, inverse, n_groups)
+            advantages = advantages / (std[inverse] + self.eps)
+        elif self.scale == "batch":
+            advantages = advantages / (rewards.std() + self.eps)
+        self.baseline = batch_mean if self.baseline is None else self.decay * self.baseline + (1 - self.decay) * batch_mean
+        return AdvantageOutputs(advantages=inputs.broadcast(advantages))
+
+
+class GroupProcess(AdvantageEstimator):
+    """
+    DeepSeekMath process supervision: every per-step reward is normalised with the mean and std of all
+    per-step rewards of its group, and the advantage of step t is the sum of the normalised rewards from t on
+    (discounted with the algorithm's gamma when ``discounted=True``). A group whose per-step rewards are all
+    equal (CartPole's constant +1) gives zero advantage; if that holds for the whole batch, a warning says so.
+
+    :param discounted: discount the sum of normalised rewards with the algorithm's gamma.
+    :param scale: ``"group"`` (default), ``"batch"`` or ``"none"``, as in ``group_zscore``.
+    :param eps: added to the standard deviation.
+    """
+
+    requires = frozenset({"step_rewards", "group_ids"})
+
+    def __init__(self, discounted: bool = False, scale: str = "group", eps: float = 1e-4):
+        self.discounted = bool(discounted)
+        self.scale = _check_scale(scale, "group_process")
+        self.eps = float(eps)
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        valid = inputs.valid
+        rewards = np.asarray(inputs.rewards, dtype=np.float64)
+        inverse, n_groups, _ = group_index(inputs.group_ids)
+        step_groups = np.broadcast_to(inverse[None, :], rewards.shape)
+        mean, std, spread = grouped_mean_std(rewards[valid], step_groups[valid], n_groups)
+        normalised = np.where(valid, rewards - mean[step_groups], 0.0)
+        flat = spread[step_groups] == 0.0
+        normalised[flat] = 0.0
+        if self.scale == "group":
+            normalised = normalised / (std[step_groups] + self.eps)
+        elif self.scale == "batch":
+            normalised = normalised / (normalised[valid].std() + self.eps)
+        normalised[flat | ~valid] = 0.0
+        if np.all(spread == 0.0):
+            warn_once(
+                self,
+                "group_process_flat",
+                "group_process: in every group all per-step rewards are equal (for instance CartPole's constant +1), "
+                "so every advantage is zero and nothing is learned. Use an outcome estimator such as 'group_zscore', "
+                "or 'group_step_baseline'.",
+            )
+        discount = inputs.gamma if self.discounted else 1.0
+        return AdvantageOutputs(advantages=_reverse_discounted_cumsum(normalised, valid, discount))
+
+
+class GroupStepBaseline(AdvantageEstimator):
+    """
+    Per-step group baseline for long episodes. Members of a group start from one state, so at step index t
+    their discounted rewards-to-go can be compared: ``A_t^i = G_t^i - mean_{j != i, j alive at t} G_t^j``.
+    A member with no other member alive at t gets ``G_t^i`` minus the group's mean ``G_t`` over the members alive
+    at t (that is, zero when it is alone). Advantages are then divided by their standard deviation over the
+    batch (``scale="batch"``, default: per-group scaling was unstable in experiments) or left as is.
+
+    :param scale: ``"batch"`` (default) or ``"none"``.
+    :param eps: added to the standard deviation.
+    """
+
+    requires = frozenset({"step_rewards", "group_ids"})
+
+    def __init__(self, scale: str = "batch", eps: float = 1e-8):
+        if scale not in ("batch", "none"):
+            raise EstimatorError(f"group_step_baseline: scale must be 'batch' or 'none', got {scale!r}")
+        self.scale = scale
+        self.eps = float(eps)
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        valid = inputs.valid
+        rewards = np.where(valid, np.asarray(inputs.rewards, dtype=np.float64), 0.0)
+        returns_to_go = _reverse_discounted_cumsum(rewards, valid, inputs.gamma)
+        inverse, n_groups, _ = group_index(inputs.group_ids)
+        horizon = rewards.shape[0]
+        # Per (t, group): sum and count of G_t over members alive at t.
+        sums = np.zeros((horizon, n_groups))
+        counts = np.zeros((horizon, n_groups))
+        highest = np.full((horizon, n_groups), -np.inf)
+        lowest = np.full((horizon, n_groups), np.inf)
+        for column in range(rewards.shape[1]):
+            g, alive = inverse[column], valid[:, column]
+            sums[:, g] += returns_to_go[:, column]
+            counts[:, g] += alive
+            highest[alive, g] = np.maximum(highest[alive, g], returns_to_go[alive, column])
+            lowest[alive, g] = np.minimum(lowest[alive, g], returns_to_go[alive, column])
+        group_sum = sums[:, inverse]
+        others = counts[:, inverse] - 1.0
+        baseline = np.where(others > 0, (group_sum - returns_to_go) / np.maximum(others, 1.0), returns_to_go)
+        # Where every member alive at t has the same return-to-go the advantage is exactly zero (no rounding noise).
+        flat = (highest == lowest)[:, inverse]
+        advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
+        if self.scale == "batch" and valid.any():
+            advantages = advantages / (advantages[valid].std() + self.eps)
+        return AdvantageOutputs(advantages=np.where(valid, advantages, 0.0))
+
+
+BUILTIN_ESTIMATORS: dict[str, type] = {
+    "gae": GAE,
+    "n_step": NStep,
+    "td": TD,
+    "monte_carlo": MonteCarlo,
+    "group_zscore": GroupZScore,
+    "group_mean": GroupMean,
+    "leave_one_out": LeaveOneOut,
+    "group_process": GroupProcess,
+    "reinforce_baseline": ReinforceBaseline,
+    "group_step_baseline": GroupStepBaseline,
+}
+
+
+@hookimpl
+def register_advantage_estimators(register) -> None:
+    for name, cls in BUILTIN_ESTIMATORS.items():
+        register(name, cls)

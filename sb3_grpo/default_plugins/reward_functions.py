@@ -1,0 +1,60 @@
+"""
+Built-in reward functions, registered through the same hook as third-party ones.
+
+- ``episodic_return`` (default): the env's per-step rewards; their sum is the undiscounted episode return.
+- ``discounted_return``: ``gamma^t r_t`` per step (sum: the discounted return with the algorithm's gamma).
+- ``success``: 1.0 if the last step's info says ``is_success``, else 0.0.
+- ``terminal_reward``: the env reward of the last step only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.hookspecs import hookimpl
+
+
+def episodic_return(trajectory: Trajectory) -> np.ndarray:
+    """Per-step env rewards; the outcome is the undiscounted return of the episode."""
+    return np.asarray(trajectory.rewards, dtype=np.float64)
+
+
+def discounted_return(trajectory: Trajectory) -> np.ndarray:
+    """Per-step ``gamma^t r_t``; the outcome is the discounted return from the start state."""
+    rewards = np.asarray(trajectory.rewards, dtype=np.float64)
+    return rewards * trajectory.gamma ** np.arange(len(rewards))
+
+
+def success(trajectory: Trajectory) -> float:
+    """1.0 if ``info["is_success"]`` of the last step is true, else 0.0.
+
+    :raises RewardFunctionError: if the env never reports ``is_success`` (use an env that does, or another
+        reward function).
+    """
+    last = trajectory.infos[-1] if trajectory.infos else {}
+    if "is_success" not in last:
+        raise RewardFunctionError(
+            "the last step's info has no 'is_success' key: this env does not report success. Use an env that sets "
+            "info['is_success'] at the end of an episode, or another reward function such as 'episodic_return'."
+        )
+    return float(bool(last["is_success"]))
+
+
+def terminal_reward(trajectory: Trajectory) -> float:
+    """The env reward of the last step."""
+    return float(trajectory.rewards[-1])
+
+
+BUILTIN_REWARD_FUNCTIONS = {
+    "episodic_return": episodic_return,
+    "discounted_return": discounted_return,
+    "success": success,
+    "terminal_reward": terminal_reward,
+}
+
+
+@hookimpl
+def register_reward_functions(register) -> None:
+    for name, fn in BUILTIN_REWARD_FUNCTIONS.items():
+        register(name, fn)

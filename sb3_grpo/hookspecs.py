@@ -1,0 +1,111 @@
+"""
+Hook specifications of sb3_grpo.
+
+A plugin is any module or object holding functions decorated with :data:`hookimpl` whose names match
+the hooks below. Built-in estimators and reward functions are registered through these very hooks
+(``sb3_grpo/default_plugins/``); third-party distributions declare an entry point in the ``sb3_grpo``
+group::
+
+    # pyproject.toml of your distribution
+    [project.entry-points.sb3_grpo]
+    my_plugin = "my_package.sb3_plugin"
+
+Every hook receives a ``register`` callback and returns nothing: the plugin calls ``register(name, obj)``
+once per object it provides. Names are what users type in configs, YAML files and on the command line;
+they must be unique across all installed plugins (a clash is an error naming both plugins).
+
+Hooks are called once, lazily, the first time a name is looked up (see :mod:`sb3_grpo.plugins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+__all__ = ["hookimpl", "hookspec"]
+
+#: Marker for hook specifications (used by sb3_grpo itself).
+hookspec = pluggy.HookspecMarker("sb3_grpo")
+#: Marker for hook implementations (used by plugins): ``@hookimpl def register_reward_functions(register): ...``
+hookimpl = pluggy.HookimplMarker("sb3_grpo")
+
+
+# -------------------------------------------------------------------------
+# Advantage estimators
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def register_advantage_estimators(register: Callable[[str, Any], None]) -> None:
+    """Register advantage estimators.
+
+    Called once per process, the first time an estimator name is looked up or listed
+    (:func:`sb3_grpo.get_advantage_estimator`, :func:`sb3_grpo.available_advantage_estimators`,
+    or an algorithm constructed with ``advantage_estimator="name"``).
+
+    :param register: call ``register(name, estimator_class)`` for each estimator. ``estimator_class``
+        is a subclass of :class:`sb3_grpo.AdvantageEstimator` (or any class, or factory, whose instances
+        have a ``requires`` set and a ``compute(inputs)`` method). It is instantiated with the algorithm's
+        ``advantage_kwargs``. Its ``requires`` declares what it reads from
+        :class:`sb3_grpo.AdvantageInputs`: any of ``"values"`` (a critic), ``"group_ids"``,
+        ``"outcome_rewards"`` and ``"step_rewards"``. An algorithm that cannot provide one of them refuses
+        the estimator when it is constructed.
+
+    A wrong signature (``compute`` must take exactly one argument) or an unknown need is an error at
+    registration time, naming your plugin.
+
+    Example::
+
+        import numpy as np
+        from sb3_grpo import AdvantageEstimator, AdvantageOutputs, hookimpl
+
+        class RankAdvantage(AdvantageEstimator):
+            requires = frozenset({"outcome_rewards", "group_ids"})
+
+            def compute(self, inputs):
+                ranks = np.empty_like(inputs.outcome_rewards)
+                for g in np.unique(inputs.group_ids):
+                    idx = np.flatnonzero(inputs.group_ids == g)
+                    ranks[idx] = np.argsort(np.argsort(inputs.outcome_rewards[idx])) / max(len(idx) - 1, 1) - 0.5
+                return AdvantageOutputs(advantages=inputs.broadcast(ranks))
+
+        @hookimpl
+        def register_advantage_estimators(register):
+            register("rank", RankAdvantage)
+    """
+
+
+# -------------------------------------------------------------------------
+# Reward functions
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def register_reward_functions(register: Callable[[str, Any], None]) -> None:
+    """Register reward functions that score finished trajectories (used by GRPO).
+
+    Called once per process, the first time a reward function name is looked up or listed
+    (:func:`sb3_grpo.get_reward_function`, :func:`sb3_grpo.available_reward_functions`, or
+    ``GRPO(..., reward_functions=["name", ...])``).
+
+    :param register: call ``register(name, function)`` for each reward function. ``function`` takes one
+        argument, a :class:`sb3_grpo.Trajectory` (observations, actions, per-step env rewards, infos,
+        terminated/truncated, length), and returns either a float (an outcome reward for the whole
+        trajectory) or an array of shape ``(trajectory.length,)`` (per-step rewards, whose sum is the
+        outcome). NaN or inf is an error naming the function and the trajectory.
+
+    A function that cannot be called with exactly one positional argument is refused at registration.
+
+    Example::
+
+        from sb3_grpo import hookimpl
+
+        def reached_goal(trajectory):
+            return float(trajectory.terminated and trajectory.rewards[-1] > 0)
+
+        @hookimpl
+        def register_reward_functions(register):
+            register("reached_goal", reached_goal)
+    """

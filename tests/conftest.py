@@ -1,0 +1,22 @@
+import os
+
+import pytest
+
+# Runs must not depend on how many threads the CI machine offers (and 2 threads on 2 cores collapse).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture
+def fresh_plugins():
+    """Reload the plugin registries from scratch before and after the test (in-process registrations vanish)."""
+    from sb3_grpo import plugins
+
+    plugins._reset_for_tests()
+    yield plugins
+    plugins._reset_for_tests()
+
+
+def pytest_configure(config):
+    import torch
+
+    torch.set_num_threads(1)

@@ -1,0 +1,303 @@
+"""Oracle tests for every built-in advantage estimator: hand-computed values, SB3 side by side, invariances."""
+
+import numpy as np
+import pytest
+import torch as th
+from gymnasium import spaces
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from stable_baselines3.common.buffers import RolloutBuffer
+
+from sb3_grpo import AdvantageInputs, AdvantageOutputs, get_advantage_estimator
+from sb3_grpo.common.advantages import EstimatorError, check_estimator_needs, run_estimator
+
+# A 3-step single-column rollout used by the hand computations below.
+R = [1.0, 2.0, 3.0]
+V = [0.5, 1.0, 1.5]
+
+
+def critic_inputs(starts=(1, 0, 0), last=2.0, done=False, gamma=0.9, lam=0.8):
+    return AdvantageInputs(
+        rewards=np.array(R, dtype=np.float32)[:, None],
+        episode_starts=np.array(starts, dtype=np.float32)[:, None],
+        values=np.array(V, dtype=np.float32)[:, None],
+        last_values=np.array([last], dtype=np.float32),
+        dones=np.array([done]),
+        gamma=gamma,
+        gae_lambda=lam,
+    )
+
+
+def adv(name, inputs, **kwargs):
+    return run_estimator(get_advantage_estimator(name, **kwargs), inputs)
+
+
+@pytest.mark.parametrize(
+    "starts, done, expected",
+    [
+        # d2 = 3 + .9*2 - 1.5 = 3.3; d1 = 2 + .9*1.5 - 1 = 2.35; d0 = 1 + .9*1 - .5 = 1.4; gl = .72
+        ((1, 0, 0), False, [1.4 + 0.72 * (2.35 + 0.72 * 3.3), 2.35 + 0.72 * 3.3, 3.3]),
+        # episode ends at the last step: d2 = 3 - 1.5
+        ((1, 0, 0), True, [1.4 + 0.72 * (2.35 + 0.72 * 1.5), 2.35 + 0.72 * 1.5, 1.5]),
+        # a new episode starts at row 2, so step 1 was terminal: d1 = 2 - 1
+        ((1, 0, 1), False, [1.4 + 0.72 * 1.0, 1.0, 3.3]),
+    ],
+)
+def test_gae_by_hand(starts, done, expected):
+    out = adv("gae", critic_inputs(starts=starts, done=done))
+    np.testing.assert_allclose(out.advantages[:, 0], expected, rtol=1e-6)
+    np.testing.assert_allclose(out.returns[:, 0], np.array(expected) + np.array(V), rtol=1e-6)
+
+
+def test_gae_lambda_option_overrides_algorithm():
+    out = adv("gae", critic_inputs(lam=0.3), gae_lambda=0.0)
+    np.testing.assert_allclose(out.advantages[:, 0], [1.4, 2.35, 3.3], rtol=1e-6)
+
+
+def test_td_and_monte_carlo_by_hand():
+    np.testing.assert_allclose(adv("td", critic_inputs()).advantages[:, 0], [1.4, 2.35, 3.3], rtol=1e-6)
+    # MC from step 0: 1 + .9*2 + .81*3 + .729*V(next)=2 -> 6.688, minus V0 = .5
+    np.testing.assert_allclose(adv("monte_carlo", critic_inputs()).advantages[:, 0], [6.188, 5.32, 3.3], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "starts, expected_returns",
+    [
+        # G0 = 1 + .9*2 + .81*V2 ; G1 = 2 + .9*3 + .81*last ; G2 = 3 + .9*last (rollout ends)
+        ((1, 0, 0), [1 + 1.8 + 0.81 * 1.5, 2 + 2.7 + 0.81 * 2.0, 3 + 1.8]),
+        # step 1 terminal: G0 = 1 + .9*2 (no bootstrap) ; G1 = 2
+        ((1, 0, 1), [1 + 1.8, 2.0, 3 + 1.8]),
+    ],
+)
+def test_n_step_by_hand(starts, expected_returns):
+    out = adv("n_step", critic_inputs(starts=starts), n=2)
+    np.testing.assert_allclose(out.returns[:, 0], expected_returns, rtol=1e-6)
+    np.testing.assert_allclose(out.advantages[:, 0], np.array(expected_returns) - np.array(V), rtol=1e-6)
+
+
+def random_rollout(rng, n_steps=37, n_envs=4):
+    rewards = rng.normal(size=(n_steps, n_envs)).astype(np.float32)
+    values = rng.normal(size=(n_steps, n_envs)).astype(np.float32)
+    starts = (rng.random((n_steps, n_envs)) < 0.15).astype(np.float32)
+    starts[0] = 1.0
+    last_values = rng.normal(size=n_envs).astype(np.float32)
+    dones = rng.random(n_envs) < 0.5
+    return rewards, values, starts, last_values, dones
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_gae_equals_sb3_rollout_buffer(seed):
+    rng = np.random.default_rng(seed)
+    n_steps, n_envs, gamma, lam = 37, 4, 0.97, 0.91
+    rewards, values, starts, last_values, dones = random_rollout(rng, n_steps, n_envs)
+    buffer = RolloutBuffer(n_steps, spaces.Box(-1, 1, (2,)), spaces.Discrete(2), gamma=gamma, gae_lambda=lam, n_envs=n_envs)
+    for t in range(n_steps):
+        buffer.add(np.zeros((n_envs, 2)), np.zeros((n_envs, 1)), rewards[t], starts[t], th.as_tensor(values[t]), th.zeros(n_envs))
+    buffer.compute_returns_and_advantage(last_values=th.as_tensor(last_values), dones=dones)
+
+    ours = adv(
+        "gae",
+        AdvantageInputs(
+            rewards=rewards, episode_starts=starts, values=values, last_values=last_values, dones=dones, gamma=gamma, gae_lambda=lam
+        ),
+    )
+    np.testing.assert_allclose(ours.advantages, buffer.advantages, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(ours.returns, buffer.returns, atol=1e-6, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(40, 60), gamma=st.floats(0.5, 0.999))
+def test_critic_estimators_agree_at_their_limits(seed, n, gamma):
+    """n_step with k >= T is Monte Carlo; GAE(0) is TD; GAE(1) is Monte Carlo."""
+    rng = np.random.default_rng(seed)
+    rewards, values, starts, last_values, dones = random_rollout(rng, n_steps=37)
+    inputs = AdvantageInputs(
+        rewards=rewards, episode_starts=starts, values=values, last_values=last_values, dones=dones, gamma=gamma, gae_lambda=0.5
+    )
+    mc = adv("monte_carlo", inputs)
+    np.testing.assert_allclose(adv("n_step", inputs, n=n).returns, mc.returns, atol=1e-4)
+    np.testing.assert_allclose(adv("gae", inputs, gae_lambda=1.0).advantages, mc.advantages, atol=1e-6)
+    np.testing.assert_allclose(adv("gae", inputs, gae_lambda=0.0).advantages, adv("td", inputs).advantages, atol=1e-6)
+    np.testing.assert_allclose(adv("n_step", inputs, n=1).advantages, adv("td", inputs).advantages, atol=1e-5)
+    for name in ("gae", "td", "monte_carlo", "n_step"):
+        assert np.all(np.isfinite(adv(name, inputs).advantages))
+
+
+# -------------------------------------------------------------------------
+# Group estimators
+# -------------------------------------------------------------------------
+
+OUTCOMES = np.array([1.0, 3.0, 5.0, 2.0, 2.0])
+GROUPS = np.array([0, 0, 0, 1, 1])
+
+
+def group_inputs(outcomes=OUTCOMES, groups=GROUPS, lengths=None, step_rewards=None, gamma=0.9):
+    if step_rewards is None:
+        lengths = lengths or [2] * len(outcomes)
+        step_rewards = [np.r_[np.zeros(n - 1), r] for n, r in zip(lengths, outcomes, strict=True)]
+    return AdvantageInputs.from_trajectories(step_rewards, gamma=gamma, outcome_rewards=np.asarray(outcomes), group_ids=groups)
+
+
+def per_trajectory(out, inputs):
+    """The advantage of each trajectory, checking it is the same on all its steps and zero on padding."""
+    a = out.advantages
+    valid = inputs.valid
+    assert np.all(a[~valid] == 0)
+    first = a[0]
+    assert np.allclose(np.where(valid, a - first[None, :], 0), 0)
+    return first
+
+
+def test_group_zscore_by_hand():
+    inputs = group_inputs(lengths=[1, 3, 2, 2, 4])
+    std = np.sqrt(8 / 3)  # population std of (1, 3, 5)
+    expected = [-2 / (std + 1e-4), 0.0, 2 / (std + 1e-4), 0.0, 0.0]
+    np.testing.assert_allclose(per_trajectory(adv("group_zscore", inputs), inputs), expected, rtol=1e-9)
+
+
+def test_group_mean_and_leave_one_out_by_hand():
+    inputs = group_inputs()
+    np.testing.assert_allclose(per_trajectory(adv("group_mean", inputs), inputs), [-2, 0, 2, 0, 0])
+    # R_i - mean of the others: 1 - 4, 3 - 3, 5 - 2, 2 - 2, 2 - 2
+    np.testing.assert_allclose(per_trajectory(adv("leave_one_out", inputs), inputs), [-3, 0, 3, 0, 0])
+
+
+def test_group_scale_options():
+    inputs = group_inputs()
+    centered = np.array([-2, 0, 2, 0, 0.0])
+    np.testing.assert_allclose(
+        per_trajectory(adv("group_mean", inputs, scale="batch", eps=1e-12), inputs), centered / centered.std(), rtol=1e-9
+    )
+    np.testing.assert_allclose(per_trajectory(adv("group_zscore", inputs, scale="none"), inputs), centered)
+
+
+def test_all_equal_groups_give_exact_zero_never_nan():
+    inputs = group_inputs(
+        outcomes=np.full(6, 0.3), groups=np.array([0, 0, 0, 1, 1, 1]), step_rewards=[np.full(3, 0.1) for _ in range(6)]
+    )
+    for name in ("group_zscore", "group_mean", "leave_one_out", "group_process", "group_step_baseline"):
+        if name == "group_process":
+            with pytest.warns(UserWarning, match="every advantage is zero"):
+                out = adv(name, inputs)
+        else:
+            out = adv(name, inputs)
+        assert np.all(out.advantages == 0.0), name
+
+
+def test_group_process_by_hand():
+    # One group, two trajectories: a = [1, 0], b = [0]. Steps (1, 0, 0): mean 1/3, population std sqrt(2/9).
+    inputs = group_inputs(outcomes=[1.0, 0.0], groups=np.array([0, 0]), step_rewards=[np.array([1.0, 0.0]), np.array([0.0])])
+    s = np.sqrt(2 / 9) + 1e-4
+    out = adv("group_process", inputs)
+    np.testing.assert_allclose(out.advantages[:, 0], [(2 / 3 - 1 / 3) / s, (-1 / 3) / s], rtol=1e-9)
+    np.testing.assert_allclose(out.advantages[:, 1], [(-1 / 3) / s, 0.0], rtol=1e-9)
+    discounted = adv("group_process", inputs, discounted=True)  # gamma 0.9
+    np.testing.assert_allclose(discounted.advantages[0, 0], (2 / 3 - 0.9 / 3) / s, rtol=1e-9)
+
+
+def test_group_step_baseline_by_hand():
+    # gamma .5; a = [1, 1] -> G = [1.5, 1]; b = [0, 2, 4] -> G = [2, 4, 4]
+    inputs = group_inputs(
+        outcomes=[2.0, 6.0], groups=np.array([7, 7]), step_rewards=[np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])], gamma=0.5
+    )
+    out = adv("group_step_baseline", inputs, scale="none")
+    np.testing.assert_allclose(out.advantages[:, 0], [-0.5, -3.0, 0.0])
+    np.testing.assert_allclose(out.advantages[:, 1], [0.5, 3.0, 0.0])  # alone at t=2: zero
+    scaled = adv("group_step_baseline", inputs)
+    valid = np.array([-0.5, -3.0, 0.5, 3.0, 0.0])
+    np.testing.assert_allclose(scaled.advantages[:, 1], np.array([0.5, 3.0, 0.0]) / valid.std(), rtol=1e-6)
+
+
+def test_reinforce_baseline_running_mean():
+    est = get_advantage_estimator("reinforce_baseline", decay=0.9)
+    first = group_inputs(outcomes=[1.0, 3.0], groups=np.array([0, 1]))
+    np.testing.assert_allclose(per_trajectory(run_estimator(est, first), first), [-1.0, 1.0])  # baseline = batch mean 2
+    second = group_inputs(outcomes=[4.0, 6.0], groups=np.array([0, 1]))
+    np.testing.assert_allclose(per_trajectory(run_estimator(est, second), second), [2.0, 4.0])  # baseline 2 (past)
+    assert est.baseline == pytest.approx(0.9 * 2 + 0.1 * 5)
+
+
+outcome_lists = st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=st.lists(outcome_lists, min_size=1, max_size=4), a=st.floats(0.1, 10), b=st.floats(-50, 50))
+def test_group_estimator_invariances(groups, a, b):
+    # eps (1e-9) is negligible unless a group's spread is tiny; such groups are flat or well spread here
+    assume(all(np.ptp(g) == 0 or np.std(g) * min(a, 1) > 1e-3 for g in groups))
+    outcomes = np.concatenate([np.array(g) for g in groups])
+    ids = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    base = group_inputs(outcomes=outcomes, groups=ids)
+    moved = group_inputs(outcomes=a * outcomes + b, groups=ids)
+    z = get_advantage_estimator("group_zscore", eps=1e-9)
+    za, zb = per_trajectory(run_estimator(z, base), base), per_trajectory(run_estimator(z, moved), moved)
+    assert np.all(np.isfinite(za))
+    # z-score is unchanged by a positive affine transform of the rewards (where the group is not flat)
+    np.testing.assert_allclose(za, zb, atol=1e-4 * (1 + np.abs(za).max()))
+    # group_mean is shift-invariant and scales linearly
+    m0 = per_trajectory(adv("group_mean", base), base)
+    np.testing.assert_allclose(per_trajectory(adv("group_mean", moved), moved), a * m0, atol=1e-6 * (1 + abs(a * m0).max()))
+    # leave-one-out = G/(G-1) * (R - mean) for each group of size G
+    sizes = np.array([len(groups[i]) for i in ids], dtype=float)
+    np.testing.assert_allclose(per_trajectory(adv("leave_one_out", base), base), sizes / (sizes - 1) * m0, atol=1e-6 * (1 + abs(m0).max()))
+    # every group's advantages sum to zero for the mean baseline
+    for i in range(len(groups)):
+        assert abs(m0[ids == i].sum()) < 1e-6 * (1 + np.abs(outcomes).max())
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_groups=st.integers(1, 4), size=st.integers(2, 5))
+def test_step_estimators_finite_and_permutation_equivariant(seed, n_groups, size):
+    rng = np.random.default_rng(seed)
+    steps = [rng.normal(size=rng.integers(1, 12)) for _ in range(n_groups * size)]
+    ids = np.repeat(np.arange(n_groups), size)
+    inputs = AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids)
+    perm = rng.permutation(len(steps))
+    permuted = AdvantageInputs.from_trajectories([steps[i] for i in perm], gamma=0.95, group_ids=ids[perm])
+    for name in ("group_process", "group_step_baseline", "group_zscore"):
+        out = adv(name, inputs).advantages
+        assert np.all(np.isfinite(out))
+        np.testing.assert_allclose(adv(name, permuted).advantages, out[:, perm], atol=1e-9)
+
+
+# -------------------------------------------------------------------------
+# The interface: needs, bad outputs
+# -------------------------------------------------------------------------
+
+
+def test_needs_are_checked_naming_estimator_and_algorithm():
+    with pytest.raises(EstimatorError, match=r"'gae' needs a critic's value estimates.*GRPO does not provide"):
+        check_estimator_needs(get_advantage_estimator("gae"), {"outcome_rewards", "group_ids", "step_rewards"}, "GRPO")
+    with pytest.raises(EstimatorError, match=r"'group_zscore' needs group ids.*AdaptiveKLPPO"):
+        check_estimator_needs(get_advantage_estimator("group_zscore"), {"values", "step_rewards"}, "AdaptiveKLPPO")
+
+
+class _Broken:
+    requires = frozenset({"outcome_rewards"})
+
+    def __init__(self, result):
+        self.result = result
+
+    def compute(self, inputs):
+        return self.result
+
+
+def test_bad_estimator_outputs_are_named():
+    inputs = group_inputs()
+    with pytest.raises(EstimatorError, match="_Broken.*shape"):
+        run_estimator(_Broken(AdvantageOutputs(advantages=np.zeros(3))), inputs)
+    nan = np.zeros(inputs.shape)
+    nan[0, 1] = np.nan
+    with pytest.raises(EstimatorError, match="_Broken.*non-finite advantage"):
+        run_estimator(_Broken(AdvantageOutputs(advantages=nan)), inputs)
+    with pytest.raises(EstimatorError, match="must return AdvantageOutputs"):
+        run_estimator(_Broken("nope"), inputs)
+
+
+def test_bad_estimator_options():
+    with pytest.raises(EstimatorError, match="scale must be one of"):
+        get_advantage_estimator("group_zscore", scale="galaxy")
+    with pytest.raises(EstimatorError, match="n must be a positive integer"):
+        get_advantage_estimator("n_step", n=0)
+    with pytest.raises(TypeError, match="accepts: n"):
+        get_advantage_estimator("n_step", lam=3)

@@ -1,0 +1,256 @@
+"""The plugin manager and registries: discovery, clashes, faulty plugins, wrong signatures, in-process use."""
+
+import importlib.metadata
+import inspect
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import sb3_grpo
+from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, hookimpl, hookspecs
+from sb3_grpo.common.advantages import run_estimator
+from sb3_grpo.plugins import PluginError, UnknownNameError
+
+
+class Median(AdvantageEstimator):
+    requires = frozenset({"outcome_rewards", "group_ids"})
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=inputs.broadcast(inputs.outcome_rewards - np.median(inputs.outcome_rewards)))
+
+
+class EstimatorPlugin:
+    def __init__(self, name="median", obj=Median):
+        self.name, self.obj = name, obj
+
+    @hookimpl
+    def register_advantage_estimators(self, register):
+        register(self.name, self.obj)
+
+
+class RewardPlugin:
+    def __init__(self, name="length", fn=lambda t: float(t.length)):
+        self.name, self.fn = name, fn
+
+    @hookimpl
+    def register_reward_functions(self, register):
+        register(self.name, self.fn)
+
+
+def test_builtins_are_registered_through_the_hooks(fresh_plugins):
+    assert set(sb3_grpo.available_advantage_estimators()) >= {
+        "gae", "n_step", "td", "monte_carlo", "group_zscore", "group_mean", "leave_one_out", "group_process",
+        "reinforce_baseline", "group_step_baseline",
+    }  # fmt: skip
+    assert set(sb3_grpo.available_reward_functions()) >= {"episodic_return", "discounted_return", "success", "terminal_reward"}
+    sources = {p["name"]: p["source"] for p in sb3_grpo.list_plugins()}
+    assert sources["sb3_grpo.default_plugins.advantage_estimators"] == "built-in"
+
+
+def test_hook_register_advantage_estimators(fresh_plugins):
+    sb3_grpo.register_plugin(EstimatorPlugin(), name="median-plugin")
+    est = sb3_grpo.get_advantage_estimator("median")
+    inputs = AdvantageInputs.from_trajectories([np.ones(2), np.ones(1), np.ones(3)], gamma=1.0, group_ids=np.zeros(3))
+    np.testing.assert_allclose(run_estimator(est, inputs).advantages[0], [0, -1, 1])
+    sb3_grpo.unregister_plugin("median-plugin")
+    assert "median" not in sb3_grpo.available_advantage_estimators()
+
+
+def test_hook_register_reward_functions(fresh_plugins):
+    sb3_grpo.register_plugin(RewardPlugin(), name="length-plugin")
+    assert sb3_grpo.get_reward_function("length")(type("T", (), {"length": 7})()) == 7.0
+
+
+def test_unknown_name_lists_what_exists(fresh_plugins):
+    with pytest.raises(UnknownNameError, match=r"Unknown advantage estimator 'gea'. Available: gae, .*group_zscore"):
+        sb3_grpo.get_advantage_estimator("gea")
+    with pytest.raises(KeyError, match=r"Unknown reward function 'episodic'. Available: discounted_return, .*episodic_return, success"):
+        sb3_grpo.get_reward_function("episodic")
+
+
+def test_two_plugins_claiming_one_name_are_both_named(fresh_plugins):
+    sb3_grpo.register_plugin(EstimatorPlugin(), name="first-plugin")
+    sb3_grpo.register_plugin(EstimatorPlugin(), name="second-plugin")
+    with pytest.raises(PluginError, match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' and 'second-plugin'"):
+        sb3_grpo.available_advantage_estimators()
+
+
+def test_a_plugin_clashing_with_a_builtin_is_named(fresh_plugins):
+    sb3_grpo.register_plugin(EstimatorPlugin(name="gae"), name="shadow-plugin")
+    with pytest.raises(PluginError, match=r"'gae': 'sb3_grpo.default_plugins.advantage_estimators' and 'shadow-plugin'"):
+        sb3_grpo.get_advantage_estimator("gae")
+
+
+def test_a_plugin_that_raises_is_named(fresh_plugins):
+    class Raising:
+        @hookimpl
+        def register_reward_functions(self, register):
+            raise RuntimeError("database unreachable")
+
+    sb3_grpo.register_plugin(Raising(), name="flaky-plugin")
+    with pytest.raises(PluginError, match=r"Plugin 'flaky-plugin' raised while registering reward functions: .*database unreachable"):
+        sb3_grpo.available_reward_functions()
+
+
+class TwoArgCompute(AdvantageEstimator):
+    requires = frozenset({"outcome_rewards"})
+
+    def compute(self, inputs, extra):
+        return inputs
+
+
+class UnknownNeed(AdvantageEstimator):
+    requires = frozenset({"crystal_ball"})
+
+    def compute(self, inputs):
+        return inputs
+
+
+@pytest.mark.parametrize(
+    "plugin, match",
+    [
+        (EstimatorPlugin(obj=TwoArgCompute), r"'bad-plugin' registered an invalid advantage estimator 'median'.*exactly one argument"),
+        (EstimatorPlugin(obj=UnknownNeed), r"unknown needs \['crystal_ball'\]"),
+        (EstimatorPlugin(obj=AdvantageEstimator), r"is abstract"),
+        (EstimatorPlugin(obj=42), r"expected an AdvantageEstimator"),
+        (RewardPlugin(fn=lambda trajectory, scale: 1.0), r"'bad-plugin' registered an invalid reward function 'length'.*exactly one argument"),
+        (RewardPlugin(fn="not callable"), r"not callable"),
+        (RewardPlugin(name=""), r"invalid name ''"),
+    ],
+)
+def test_wrong_signatures_fail_at_registration(fresh_plugins, plugin, match):
+    sb3_grpo.register_plugin(plugin, name="bad-plugin")
+    with pytest.raises(PluginError, match=match):
+        sb3_grpo.available_advantage_estimators()
+        sb3_grpo.available_reward_functions()
+
+
+def test_unknown_hook_name_is_refused(fresh_plugins):
+    class Typo:
+        @hookimpl
+        def register_advantage_estimator(self, register):  # missing "s"
+            pass
+
+    with pytest.raises(PluginError, match="does not define"):
+        sb3_grpo.register_plugin(Typo(), name="typo-plugin")
+
+
+def test_in_process_registration(fresh_plugins):
+    sb3_grpo.register_advantage_estimator("median", Median)
+    sb3_grpo.register_reward_function("double", lambda t: 2.0)
+    assert "median" in sb3_grpo.available_advantage_estimators()
+    assert sb3_grpo.get_reward_function("double")(None) == 2.0
+    with pytest.raises(PluginError, match="already registered in-process"):
+        sb3_grpo.register_advantage_estimator("median", Median)
+    with pytest.raises(PluginError, match="already provided by plugin"):
+        sb3_grpo.register_advantage_estimator("gae", Median)
+    sb3_grpo.register_advantage_estimator("gae", Median, replace=True)
+    assert isinstance(sb3_grpo.get_advantage_estimator("gae"), Median)
+    with pytest.raises(PluginError, match="exactly one argument"):
+        sb3_grpo.register_reward_function("two", lambda a, b: 1.0)
+    sb3_grpo.unregister_advantage_estimator("median")
+    assert "median" not in sb3_grpo.available_advantage_estimators()
+
+
+def test_objects_can_be_passed_directly(fresh_plugins):
+    assert isinstance(sb3_grpo.get_advantage_estimator(Median), Median)
+    instance = Median()
+    assert sb3_grpo.get_advantage_estimator(instance) is instance
+    with pytest.raises(TypeError, match="cannot be applied to the estimator instance"):
+        sb3_grpo.get_advantage_estimator(instance, scale="group")
+
+    def fn(trajectory):
+        return 1.0
+
+    assert sb3_grpo.get_reward_function(fn) is fn
+
+
+def test_loading_happens_once(fresh_plugins, monkeypatch):
+    calls = []
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: calls.append(kw) or real(**kw))
+    sb3_grpo.available_advantage_estimators()
+    sb3_grpo.available_reward_functions()
+    sb3_grpo.get_advantage_estimator("gae")
+    assert len(calls) == 1
+
+
+# -------------------------------------------------------------------------
+# The example distribution, really installed (by .ci/run), found by entry point
+# -------------------------------------------------------------------------
+
+
+def _example_installed():
+    try:
+        importlib.metadata.distribution("sb3-grpo-example-plugin")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+needs_example = pytest.mark.skipif(
+    not _example_installed() and not os.environ.get("CI"),
+    reason="pip install ./plugins/sb3-grpo-example-plugin (CI installs it, and there this test must not skip)",
+)
+
+
+@needs_example
+def test_example_plugin_found_by_entry_point(fresh_plugins):
+    dist = importlib.metadata.distribution("sb3-grpo-example-plugin")
+    assert [ep.name for ep in dist.entry_points if ep.group == "sb3_grpo"] == ["example"]
+    assert "group_median" in sb3_grpo.available_advantage_estimators()
+    assert "episode_length" in sb3_grpo.available_reward_functions()
+    sources = {p["name"]: p["source"] for p in sb3_grpo.list_plugins()}
+    assert sources["example"] == f"sb3-grpo-example-plugin {dist.version}"
+    inputs = AdvantageInputs.from_trajectories([np.ones(1), np.ones(2), np.ones(6)], gamma=1.0, group_ids=np.zeros(3))
+    np.testing.assert_allclose(run_estimator(sb3_grpo.get_advantage_estimator("group_median"), inputs).advantages[0], [-1, 0, 4])
+
+
+@needs_example
+@pytest.mark.parametrize("setting, loaded", [(None, True), ("", False), ("example", True), ("someone_else", False)])
+def test_load_plugins_env_var(setting, loaded):
+    env = {k: v for k, v in os.environ.items() if k != "SB3_GRPO_LOAD_PLUGINS"}
+    if setting is not None:
+        env["SB3_GRPO_LOAD_PLUGINS"] = setting
+    code = "import sb3_grpo; print('group_median' in sb3_grpo.available_advantage_estimators())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(loaded)
+
+
+def test_a_plugin_that_fails_to_import_is_named(fresh_plugins, monkeypatch):
+    class BrokenEntryPoint:
+        name = "broken"
+        value = "broken_pkg.module"
+        dist = None
+
+        def load(self):
+            raise ImportError("No module named 'broken_pkg'")
+
+    monkeypatch.setattr(sb3_grpo.plugins, "_selected_entry_points", lambda: [BrokenEntryPoint()])
+    with pytest.raises(PluginError, match=r"plugin 'broken' .*failed to import: .*broken_pkg.*SB3_GRPO_LOAD_PLUGINS"):
+        sb3_grpo.available_advantage_estimators()
+
+
+# -------------------------------------------------------------------------
+# Hook documentation (datasette's test_docs): every hook documents its parameter and shows an example
+# -------------------------------------------------------------------------
+
+HOOKS = [name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, "sb3_grpo_spec")]
+
+
+def test_every_hook_has_a_test():
+    tested = {name[len("test_hook_") :] for name in globals() if name.startswith("test_hook_")}
+    assert set(HOOKS) <= tested, f"hooks without a test_hook_<name>: {set(HOOKS) - tested}"
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_hook_is_documented(hook):
+    fn = getattr(hookspecs, hook)
+    doc = inspect.getdoc(fn) or ""
+    for param in inspect.signature(fn).parameters:
+        assert f":param {param}:" in doc, f"{hook} does not document {param}"
+    assert "Example::" in doc and "@hookimpl" in doc, f"{hook} has no example"
+    assert "Called once" in doc, f"{hook} does not say when it is called"

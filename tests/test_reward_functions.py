@@ -1,0 +1,96 @@
+"""Oracle tests for the built-in reward functions and their combination."""
+
+import numpy as np
+import pytest
+
+from sb3_grpo import Trajectory, get_reward_function
+from sb3_grpo.common.rewards import RewardCombiner, RewardFunctionError, score_trajectory
+
+
+def traj(rewards, infos=None, terminated=True, truncated=False, gamma=0.5, group=0, member=0, index=0):
+    rewards = np.asarray(rewards, dtype=np.float64)
+    n = len(rewards)
+    return Trajectory(
+        observations=np.zeros((n, 2)),
+        actions=np.zeros((n, 1)),
+        rewards=rewards,
+        infos=infos if infos is not None else [{} for _ in range(n)],
+        terminated=terminated,
+        truncated=truncated,
+        gamma=gamma,
+        group_id=group,
+        member=member,
+        index=index,
+    )
+
+
+def test_builtin_reward_functions_by_hand():
+    t = traj([1.0, 2.0, 4.0], infos=[{}, {}, {"is_success": True}])
+    np.testing.assert_allclose(score_trajectory(get_reward_function("episodic_return"), t), [1, 2, 4])
+    # gamma 0.5: 1 + .5*2 + .25*4 = 3, per step
+    np.testing.assert_allclose(score_trajectory(get_reward_function("discounted_return"), t), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(score_trajectory(get_reward_function("success"), t), [0, 0, 1.0])
+    np.testing.assert_allclose(score_trajectory(get_reward_function("terminal_reward"), t), [0, 0, 4.0])
+    failed = traj([1.0], infos=[{"is_success": False}])
+    assert score_trajectory(get_reward_function("success"), failed).sum() == 0.0
+
+
+def test_success_without_is_success_says_what_to_do():
+    with pytest.raises(RewardFunctionError, match=r"'success'.*no 'is_success' key"):
+        score_trajectory(get_reward_function("success"), traj([1.0]), name="success")
+
+
+def test_non_finite_and_wrong_shape_name_function_and_trajectory():
+    bad = traj([1.0, 1.0], group=3, member=2, index=11)
+    with pytest.raises(RewardFunctionError, match=r"'nan_fn'.*non-finite.*trajectory 11 \(group 3, member 2, length 2"):
+        score_trajectory(lambda t: float("nan"), bad, name="nan_fn")
+    with pytest.raises(RewardFunctionError, match=r"'inf_fn'.*non-finite"):
+        score_trajectory(lambda t: np.array([0.0, np.inf]), bad, name="inf_fn")
+    with pytest.raises(RewardFunctionError, match=r"'shape_fn' returned shape \(3,\).*shape \(2,\)"):
+        score_trajectory(lambda t: np.zeros(3), bad, name="shape_fn")
+    with pytest.raises(RewardFunctionError, match=r"'boom' raised on trajectory 11"):
+        score_trajectory(lambda t: 1 / 0, bad, name="boom")
+
+
+def test_combination_sum_then_normalize():
+    ts = [traj([1.0, 1.0], infos=[{}, {"is_success": i == 0}], group=0, member=i, index=i) for i in range(2)]
+    combiner = RewardCombiner(
+        [("episodic_return", get_reward_function("episodic_return")), ("success", get_reward_function("success"))],
+        weights=[1.0, 10.0],
+    )
+    outcomes, steps, raw = combiner(ts)
+    np.testing.assert_allclose(outcomes, [2 + 10, 2 + 0])
+    np.testing.assert_allclose(steps[0], [1, 11])
+    np.testing.assert_allclose(raw, [[2, 2], [1, 0]])
+
+
+def test_combination_normalize_then_sum():
+    # Group 0: returns (1, 3) -> z (-1, 1); lengths (1, 2) -> z (-1, 1). Group 1 is flat -> 0.
+    ts = [
+        traj([1.0], group=0, index=0),
+        traj([1.0, 2.0], group=0, index=1),
+        traj([5.0], group=1, index=2),
+        traj([5.0], group=1, index=3),
+    ]
+    fns = [("episodic_return", get_reward_function("episodic_return")), ("length", lambda t: float(t.length))]
+    outcomes, steps, _ = RewardCombiner(fns, weights=[1.0, 0.5], aggregation="normalize_then_sum", eps=1e-12)(ts)
+    np.testing.assert_allclose(outcomes, [-1.5, 1.5, 0.0, 0.0], atol=1e-9)
+    # step rewards carry the per-function scale (1/std), so within a group they differ from the outcome by a constant
+    np.testing.assert_allclose(steps[1].sum() - steps[0].sum(), outcomes[1] - outcomes[0], atol=1e-9)
+    assert np.all(steps[2] == 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(functions=[]), "reward_functions is empty"),
+        (dict(weights=[1.0, 2.0]), "one weight per function"),
+        (dict(weights=[float("nan")]), "must be finite"),
+        (dict(aggregation="max"), "reward_aggregation must be one of"),
+    ],
+)
+def test_combiner_refuses_bad_configuration(kwargs, match):
+    params = dict(functions=[("episodic_return", get_reward_function("episodic_return"))])
+    params.update(kwargs)
+    with pytest.raises(RewardFunctionError, match=match):
+        RewardCombiner(**params)
