@@ -256,6 +256,8 @@ class ReinforceBaseline(AdvantageEstimator):
     :param eps: added to the standard deviation when scaling.
     """
 
+    requires = frozenset({"outcome_rewards"})
+
     def __init__(self, decay: float = 0.9, scale: str = "none", eps: float = 1e-4):
         if not 0.0 <= decay < 1.0:
             raise EstimatorError(f"reinforce_baseline: decay must be in [0, 1), got {decay}")

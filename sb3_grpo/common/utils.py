@@ -1,0 +1,42 @@
+"""Small helpers shared by the three algorithms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sb3_grpo.common.advantages import check_estimator_needs
+from sb3_grpo.plugins import _estimators, get_advantage_estimator
+
+__all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "make_advantage_estimator"]
+
+#: What a critic algorithm (ExactTRPO, AdaptiveKLPPO) hands to advantage estimators.
+CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
+#: What GRPO hands to advantage estimators.
+GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards"})
+
+
+def fitting_estimators(provides: frozenset[str]) -> list[str]:
+    """Registered estimator names whose (class-level) needs ``provides`` meets."""
+    names = []
+    for name, entry in _estimators.entries.items():
+        requires = getattr(entry.obj, "requires", None)
+        if requires is None or isinstance(requires, property) or set(requires) <= set(provides):
+            names.append(name)
+    return sorted(names)
+
+
+def make_advantage_estimator(algorithm: str, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, provides: frozenset[str]) -> Any:
+    """Resolve, instantiate and check an estimator for an algorithm.
+
+    :param algorithm: the algorithm's name (for messages).
+    :param advantage_estimator: a registered name, an estimator class or an instance.
+    :param advantage_kwargs: options for the estimator.
+    :param provides: what the algorithm provides (:data:`CRITIC_PROVIDES` or :data:`GROUP_PROVIDES`).
+    :raises sb3_grpo.common.advantages.EstimatorError: if the estimator needs something the algorithm lacks,
+        naming both and listing the estimators that fit.
+    """
+    estimator = get_advantage_estimator(advantage_estimator, **(advantage_kwargs or {}))
+    check_estimator_needs(
+        estimator, provides, algorithm, f"Estimators that fit {algorithm}: {', '.join(fitting_estimators(provides))}."
+    )
+    return estimator
