@@ -5,6 +5,7 @@ from importlib.metadata import version as _version
 
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
 from sb3_grpo.common.rewards import Trajectory
+from sb3_grpo.grpo import GRPO
 from sb3_grpo.hookspecs import hookimpl
 from sb3_grpo.plugins import (
     PluginError,
@@ -30,6 +31,7 @@ __all__ = [
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
+    "GRPO",
     "PluginError",
     "Trajectory",
     "__version__",

@@ -141,6 +141,7 @@ class GroupRolloutBuffer:
         self.weights = np.zeros(0, dtype=np.float64)
         self.trajectory = np.zeros(0, dtype=np.int64)
         self.n_trajectories = 0
+        self.group_ids = np.zeros(0, dtype=np.int64)  # per trajectory (set by the algorithm)
 
     @property
     def size(self) -> int:

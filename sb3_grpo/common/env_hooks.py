@@ -1,0 +1,144 @@
+"""
+Seeded resets inside any SB3 VecEnv slot, so that the members of a GRPO group start from the same state.
+
+SB3's VecEnvs reset a slot automatically when its episode ends, without a seed, and the wrappers stacked on
+the VecEnv (``VecNormalize``, ``VecFrameStack``, ``VecMonitor``) see that reset as part of ``step``. To put a
+group's start state into a slot *through* that automatic reset, every slot's outermost env gets a reset hook:
+
+1. Its class is swapped (via ``VecEnv.set_attr("__class__", ...)``, which works for ``DummyVecEnv`` and, across
+   the pipe, for ``SubprocVecEnv``) for a subclass whose ``reset`` honours a scheduled seed. The subclass is created on
+   demand and is picklable by name (this module's ``__getattr__`` rebuilds it in a worker process).
+2. Before the slot's current trajectory ends, the scheduler calls
+   ``env_method("sb3_grpo_schedule_reset", seed, ticket, indices=[i])``. The next ``reset()`` of that env, be it
+   the automatic one inside ``step`` or an explicit ``VecEnv.reset()``, uses that seed, whatever seed it was
+   given, and reports ``(ticket, seed, digest of the first observation)`` in its reset info under
+   :data:`INFO_KEY`. Without a pending request the env resets exactly as before.
+
+Everything above the slot sees an ordinary reset, so wrappers stay consistent. The digest lets the algorithm
+check that all members of a group really started from the same observation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+__all__ = ["INFO_KEY", "base_vec_env", "group_reset_class", "install_group_reset", "is_group_reset_class", "observation_digest"]
+
+#: Key of the reset-info entry ``(ticket, seed, digest)`` written by a scheduled reset.
+INFO_KEY = "sb3_grpo_reset"
+_PENDING = "_sb3_grpo_pending_reset"
+_PREFIX = "GroupReset_"
+
+
+def observation_digest(obs: Any) -> str:
+    """A short, exact fingerprint of an observation (array, dict or tuple of arrays)."""
+    h = hashlib.blake2b(digest_size=12)
+    if isinstance(obs, dict):
+        for key in sorted(obs):
+            h.update(str(key).encode())
+            h.update(np.ascontiguousarray(obs[key]).tobytes())
+    elif isinstance(obs, tuple):
+        for part in obs:
+            h.update(np.ascontiguousarray(part).tobytes())
+    else:
+        h.update(np.ascontiguousarray(obs).tobytes())
+    return h.hexdigest()
+
+
+def _schedule_reset(self: Any, seed: int | None, ticket: int) -> None:
+    """Make the next ``reset()`` use ``seed`` and report ``ticket``; ``seed=None`` cancels a pending request."""
+    if seed is None:
+        self.__dict__.pop(_PENDING, None)
+    else:
+        self.__dict__[_PENDING] = (int(seed), int(ticket))
+
+
+def _make_reset(cls: type) -> Any:
+    def reset(self: Any, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        pending = self.__dict__.pop(_PENDING, None)
+        if pending is None:
+            return super(cls, self).reset(seed=seed, options=options)
+        obs, info = super(cls, self).reset(seed=pending[0], options=options)
+        info = dict(info)
+        info[INFO_KEY] = (pending[1], pending[0], observation_digest(obs))
+        return obs, info
+
+    return reset
+
+
+def is_group_reset_class(cls: type) -> bool:
+    """Whether ``cls`` already carries the scheduled-reset hook."""
+    return bool(getattr(cls, "_sb3_grpo_group_reset", False))
+
+
+_classes: dict[str, type] = {}
+
+
+def _encode(cls: type) -> str:
+    return _PREFIX + f"{cls.__module__}:{cls.__qualname__}".encode().hex()
+
+
+def _resolve(path: str) -> type:
+    module_name, qualname = path.split(":", 1)
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def group_reset_class(base: type) -> type:
+    """The subclass of ``base`` with :class:`GroupResetMixin` (created once, picklable by reference)."""
+    if is_group_reset_class(base):
+        return base
+    if "<locals>" in base.__qualname__:
+        raise TypeError(
+            f"GRPO cannot install its group-reset hook on {base.__module__}.{base.__qualname__}: the class is defined "
+            "inside a function, so worker processes cannot import it. Define the env (or wrapper) class at module level."
+        )
+    name = _encode(base)
+    cls = _classes.get(name)
+    if cls is None:
+        # A plain subclass (no mixin base, no __slots__) keeps the env's object layout, so __class__ can be swapped.
+        cls = type(name, (base,), {"__module__": __name__, "__qualname__": name, "_sb3_grpo_group_reset": True})
+        cls.sb3_grpo_schedule_reset = _schedule_reset  # type: ignore[attr-defined]
+        cls.reset = _make_reset(cls)  # type: ignore[method-assign]
+        _classes[name] = cls
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    # Called by pickle in a worker process to find a class made by group_reset_class in the parent process.
+    if name.startswith(_PREFIX):
+        if name not in _classes:
+            group_reset_class(_resolve(bytes.fromhex(name[len(_PREFIX) :]).decode()))
+        return _classes[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def base_vec_env(venv: VecEnv) -> VecEnv:
+    """The innermost VecEnv below any ``VecEnvWrapper`` (the one that owns the slots and ``reset_infos``)."""
+    while isinstance(venv, VecEnvWrapper):
+        venv = venv.venv
+    return venv
+
+
+def install_group_reset(venv: VecEnv) -> None:
+    """Give every slot of ``venv`` the scheduled-reset hook (idempotent).
+
+    :raises TypeError: if the VecEnv does not let its envs' attributes be read and set (``get_attr``/``set_attr``).
+    """
+    try:
+        classes = venv.get_attr("__class__")
+    except Exception as exc:  # pragma: no cover - exotic VecEnvs
+        raise TypeError(
+            f"GRPO needs to reset each slot of the VecEnv with a group's seed, but {type(base_vec_env(venv)).__name__} "
+            f"does not expose its envs through get_attr/set_attr ({exc!r}). Use DummyVecEnv or SubprocVecEnv."
+        ) from exc
+    for index, cls in enumerate(classes):
+        if not is_group_reset_class(cls):
+            venv.set_attr("__class__", group_reset_class(cls), indices=[index])

@@ -1,0 +1,200 @@
+"""
+Actor-only policies for GRPO: a features extractor, a policy MLP and the action distribution. No value network
+exists at all, so a GRPO policy has exactly the parameters of the actor part of SB3's ``ActorCriticPolicy``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common.distributions import (
+    BernoulliDistribution,
+    CategoricalDistribution,
+    DiagGaussianDistribution,
+    Distribution,
+    MultiCategoricalDistribution,
+    make_proba_distribution,
+)
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.torch_layers import (
+    BaseFeaturesExtractor,
+    CombinedExtractor,
+    FlattenExtractor,
+    NatureCNN,
+    create_mlp,
+)
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+from torch import nn
+
+__all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy"]
+
+
+class ActorPolicy(BasePolicy):
+    """
+    Actor-only policy (no critic) for GRPO.
+
+    Keyword arguments mirror SB3's ``ActorCriticPolicy`` so that ``policy_kwargs`` written for PPO carry over:
+    a ``net_arch`` of the form ``dict(pi=[...], vf=[...])`` uses ``pi`` (the ``vf`` part is ignored with a
+    warning, GRPO has no critic).
+
+    :param observation_space: observation space.
+    :param action_space: action space (Discrete, MultiDiscrete, MultiBinary or Box).
+    :param lr_schedule: learning rate schedule (the optimizer starts at ``lr_schedule(1)``).
+    :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``), or ``dict(pi=[...])``.
+    :param activation_fn: activation function.
+    :param ortho_init: orthogonal initialisation (as SB3's PPO).
+    :param use_sde: generalised state-dependent exploration is not supported by GRPO; ``True`` raises.
+    :param log_std_init: initial log standard deviation (Box action spaces).
+    :param squash_output: not supported without gSDE; ``True`` raises.
+    :param features_extractor_class: features extractor class.
+    :param features_extractor_kwargs: its keyword arguments.
+    :param share_features_extractor: accepted for compatibility with PPO configs; there is only one network.
+    :param normalize_images: divide image observations by 255.
+    :param optimizer_class: optimizer class.
+    :param optimizer_kwargs: its keyword arguments (excluding the learning rate).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        net_arch: list[int] | dict[str, list[int]] | None = None,
+        activation_fn: type[nn.Module] = nn.Tanh,
+        ortho_init: bool = True,
+        use_sde: bool = False,
+        log_std_init: float = 0.0,
+        full_std: bool = True,
+        use_expln: bool = False,
+        squash_output: bool = False,
+        features_extractor_class: type[BaseFeaturesExtractor] = FlattenExtractor,
+        features_extractor_kwargs: dict[str, Any] | None = None,
+        share_features_extractor: bool = True,
+        normalize_images: bool = True,
+        optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
+        optimizer_kwargs: dict[str, Any] | None = None,
+    ):
+        if use_sde or squash_output:
+            raise ValueError(
+                "GRPO's policies do not support gSDE (use_sde=True) or squash_output=True: remove them from the "
+                "arguments / policy_kwargs (a Gaussian policy with a state-independent std is used for Box actions)."
+            )
+        if optimizer_kwargs is None:
+            optimizer_kwargs = {}
+            if optimizer_class == th.optim.Adam:
+                optimizer_kwargs["eps"] = 1e-5  # as SB3's ActorCriticPolicy
+        super().__init__(
+            observation_space,
+            action_space,
+            features_extractor_class,
+            features_extractor_kwargs,
+            optimizer_class=optimizer_class,
+            optimizer_kwargs=optimizer_kwargs,
+            normalize_images=normalize_images,
+            squash_output=False,
+        )
+        if isinstance(net_arch, dict):
+            unknown = set(net_arch) - {"pi", "vf"}
+            if unknown:
+                raise ValueError(f"net_arch dict keys must be 'pi' (and 'vf', ignored), got {sorted(unknown)}")
+            if "vf" in net_arch:
+                warnings.warn("GRPO has no value network: net_arch['vf'] is ignored.", stacklevel=2)
+            net_arch = list(net_arch.get("pi", []))
+        if net_arch is None:
+            net_arch = [64, 64]
+        self.net_arch = list(net_arch)
+        self.activation_fn = activation_fn
+        self.ortho_init = ortho_init
+        self.log_std_init = log_std_init
+        self.share_features_extractor = share_features_extractor
+        self.features_extractor = self.make_features_extractor()
+        self.features_dim = self.features_extractor.features_dim
+        self.action_dist = make_proba_distribution(action_space, use_sde=False)
+        self._build(lr_schedule)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(
+            dict(
+                net_arch=self.net_arch,
+                activation_fn=self.activation_fn,
+                ortho_init=self.ortho_init,
+                log_std_init=self.log_std_init,
+                lr_schedule=self._dummy_schedule,  # dummy lr schedule, not needed for loading policy alone
+                share_features_extractor=self.share_features_extractor,
+                features_extractor_class=self.features_extractor_class,
+                features_extractor_kwargs=self.features_extractor_kwargs,
+                optimizer_class=self.optimizer_class,
+                optimizer_kwargs=self.optimizer_kwargs,
+                normalize_images=self.normalize_images,
+            )
+        )
+        return data
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        self.policy_net = nn.Sequential(*create_mlp(self.features_dim, 0, self.net_arch, self.activation_fn))
+        latent_dim = self.net_arch[-1] if self.net_arch else self.features_dim
+        if isinstance(self.action_dist, DiagGaussianDistribution):
+            self.action_net, self.log_std = self.action_dist.proba_distribution_net(
+                latent_dim=latent_dim, log_std_init=self.log_std_init
+            )
+        elif isinstance(self.action_dist, (CategoricalDistribution, MultiCategoricalDistribution, BernoulliDistribution)):
+            self.action_net = self.action_dist.proba_distribution_net(latent_dim=latent_dim)
+        else:  # pragma: no cover - make_proba_distribution only returns the above without gSDE
+            raise NotImplementedError(f"Unsupported distribution '{self.action_dist}'.")
+
+        if self.ortho_init:
+            gains = {self.features_extractor: np.sqrt(2), self.policy_net: np.sqrt(2), self.action_net: 0.01}
+            for module, gain in gains.items():
+                module.apply(partial(self.init_weights, gain=gain))
+        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
+
+    def _distribution(self, obs: PyTorchObs) -> Distribution:
+        features = self.extract_features(obs, self.features_extractor)
+        latent = self.policy_net(features)
+        mean_actions = self.action_net(latent)
+        if isinstance(self.action_dist, DiagGaussianDistribution):
+            return self.action_dist.proba_distribution(mean_actions, self.log_std)
+        return self.action_dist.proba_distribution(action_logits=mean_actions)  # type: ignore[call-arg]
+
+    def get_distribution(self, obs: PyTorchObs) -> Distribution:
+        """The action distribution at the given observations."""
+        return self._distribution(obs)
+
+    def forward(self, obs: PyTorchObs, deterministic: bool = False) -> tuple[th.Tensor, th.Tensor]:
+        """Sample actions and return them with their log-probabilities."""
+        distribution = self._distribution(obs)
+        actions = distribution.get_actions(deterministic=deterministic)
+        log_prob = distribution.log_prob(actions)
+        actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        return actions, log_prob
+
+    def evaluate_actions(self, obs: PyTorchObs, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor | None]:
+        """Log-probability and entropy of ``actions`` under the current policy."""
+        distribution = self._distribution(obs)
+        return distribution.log_prob(actions), distribution.entropy()
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> th.Tensor:
+        return self._distribution(observation).get_actions(deterministic=deterministic)
+
+
+MlpPolicy = ActorPolicy
+
+
+class CnnPolicy(ActorPolicy):
+    """Actor-only policy with SB3's NatureCNN features extractor (image observations). See :class:`ActorPolicy`."""
+
+    def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = NatureCNN, **kwargs: Any):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+
+
+class MultiInputPolicy(ActorPolicy):
+    """Actor-only policy for Dict observation spaces (SB3's CombinedExtractor). See :class:`ActorPolicy`."""
+
+    def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = CombinedExtractor, **kwargs: Any):
+        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)

@@ -1,0 +1,346 @@
+"""GRPO: loss oracles, group sampling over VecEnvs, errors, save/resume, determinism, devices."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from envs import EndlessEnv, NaNRewardEnv, NoisyResetEnv, TargetEnv
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack, VecMonitor, VecNormalize
+
+from sb3_grpo import GRPO
+from sb3_grpo.grpo import NonReproducibleResetError
+from sb3_grpo.grpo.grpo import grpo_step_loss, trajectory_loss_weights
+
+DEVICES = ["cpu"] + (["cuda"] if th.cuda.is_available() else [])
+
+
+def params(model):
+    return th.cat([p.detach().cpu().flatten() for p in model.policy.parameters()])
+
+
+def first_obs_by_group(buffer, group_size):
+    """First (stored) observation of every trajectory, grouped."""
+    starts = np.r_[0, np.cumsum(np.bincount(buffer.trajectory))[:-1]]
+    firsts = buffer.observations[starts]
+    return [firsts[g * group_size : (g + 1) * group_size] for g in range(len(firsts) // group_size)]
+
+
+# ---------------------------------------------------------------- loss oracles
+
+
+def test_loss_weights_by_hand():
+    lengths = np.array([2, 4, 1, 3])
+    keep = np.array([True, True, True, False])
+    # grpo: 1 / (M L_i) with M = 3 kept trajectories
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "grpo", 2), [1 / 6, 1 / 12, 1 / 3, 0])
+    # bnpo: 1 / N with N = 7 kept steps; dapo is the same
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "bnpo", 2), [1 / 7, 1 / 7, 1 / 7, 0])
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "dapo", 2), [1 / 7, 1 / 7, 1 / 7, 0])
+    # dr_grpo: 1 / (M C)
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "dr_grpo", 2, loss_constant=10), [1 / 30] * 3 + [0])
+    # sqrt scaling multiplies by sqrt(G)
+    np.testing.assert_allclose(
+        trajectory_loss_weights(lengths, keep, "grpo", 4, "sqrt"), 2 * trajectory_loss_weights(lengths, keep, "grpo", 4)
+    )
+    # every step weighs once: the weights of a full batch sum to 1 (grpo: per trajectory, bnpo: per step)
+    w = trajectory_loss_weights(lengths, np.ones(4, bool), "grpo", 2)
+    assert np.isclose((w * lengths).sum(), 1.0)
+
+
+def test_step_loss_by_hand():
+    old = th.log(th.tensor([0.5, 0.5, 0.5, 0.5]))
+    new = th.log(th.tensor([0.75, 0.25, 0.75, 0.55]))  # ratios 1.5, 0.5, 1.5, 1.1
+    adv = th.tensor([1.0, -1.0, -1.0, 1.0])
+    per_step, surrogate, ratio, _, kl = grpo_step_loss(new, old, adv, eps_low=0.2, eps_high=0.3)
+    # min(rA, clip(r, 0.8, 1.3) A): 1.5*1 -> 1.3 ; 0.5*-1 -> min(-0.5, -0.8) = -0.8 ; 1.5*-1 -> -1.5 ; 1.1
+    th.testing.assert_close(surrogate, th.tensor([1.3, -0.8, -1.5, 1.1]))
+    th.testing.assert_close(per_step, -surrogate)
+    assert kl is None
+    # with a reference: + beta * (r - log r - 1), r = pi_ref / pi_theta
+    ref = th.log(th.tensor([0.5, 0.5, 0.5, 0.5]))
+    per_step, _, _, _, kl = grpo_step_loss(new, old, adv, 0.2, 0.2, beta=0.1, ref_log_prob=ref)
+    r = th.tensor([0.5 / 0.75, 0.5 / 0.25, 0.5 / 0.75, 0.5 / 0.55])
+    th.testing.assert_close(kl, r - th.log(r) - 1)
+    surrogate_sym = th.tensor([1.2, -0.8, -1.5, 1.1])
+    th.testing.assert_close(per_step, -surrogate_sym + 0.1 * (r - th.log(r) - 1))
+
+
+def test_trajectory_level_ratio_is_geometric_mean():
+    old = th.zeros(5)
+    new = th.tensor([0.1, 0.3, -0.2, 0.0, 0.4])
+    trajectory = th.tensor([0, 0, 1, 1, 1])
+    _, _, ratio, _, _ = grpo_step_loss(new, old, th.ones(5), 10.0, 10.0, trajectory=trajectory, n_trajectories=2)
+    expected = th.exp(th.tensor([0.2, 0.2, 0.2 / 3, 0.2 / 3, 0.2 / 3]))
+    th.testing.assert_close(ratio, expected)
+
+
+def test_clipped_gradient_is_zero_outside_the_trust_region():
+    new = th.log(th.tensor([0.9])).requires_grad_(True)  # ratio 1.8 against old 0.5, advantage > 0: clipped
+    per_step, *_ = grpo_step_loss(new, th.log(th.tensor([0.5])), th.tensor([1.0]), 0.2, 0.2)
+    per_step.sum().backward()
+    assert new.grad.abs().item() == 0.0
+
+
+# ---------------------------------------------------------------- the actor-only policy
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_parameter_count_is_the_actor_alone(env_id):
+    grpo = GRPO("MlpPolicy", env_id, seed=0, device="cpu")
+    ppo = PPO("MlpPolicy", env_id, seed=0, device="cpu")
+    actor = sum(p.numel() for name, p in ppo.policy.named_parameters() if "value" not in name)
+    assert sum(p.numel() for p in grpo.policy.parameters()) == actor
+    assert not any("value" in name for name, _ in grpo.policy.named_parameters())
+
+
+def test_vf_net_arch_is_ignored_with_a_warning():
+    with pytest.warns(UserWarning, match="no value network"):
+        model = GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=dict(pi=[16], vf=[32])), device="cpu")
+    assert model.policy.net_arch == [16]
+
+
+# ---------------------------------------------------------------- group sampling
+
+
+@pytest.mark.parametrize("n_envs", [1, 3, 8])
+def test_group_members_share_their_start_and_groups_differ(n_envs):
+    model = GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=n_envs, seed=1), groups_per_rollout=3, group_size=4, seed=3, device="cpu")
+    model.learn(1)  # one rollout
+    groups = first_obs_by_group(model.rollout_buffer, 4)
+    assert len(groups) >= 2
+    for members in groups:
+        assert np.all(members == members[0])
+    firsts = np.array([g[0] for g in groups])
+    assert len(np.unique(firsts, axis=0)) == len(groups)
+    assert model.logger.name_to_value["rollout/used_step_fraction"] > 0.0
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Hopper-v5"])
+def test_subproc_and_wrappers_stacked_on_top(env_id):
+    pytest.importorskip("mujoco") if env_id.startswith("Hopper") else None
+    venv = make_vec_env(env_id, n_envs=3, seed=0, vec_env_cls=SubprocVecEnv)
+    venv = VecNormalize(VecMonitor(venv), norm_obs=False, norm_reward=True)
+    try:
+        model = GRPO("MlpPolicy", venv, n_steps=50, group_size=2, seed=0, device="cpu", n_epochs=1)
+        model.learn(1)
+        groups = first_obs_by_group(model.rollout_buffer, 2)
+        for members in groups:
+            assert np.all(members == members[0])
+        assert len(np.unique(np.array([g[0] for g in groups]), axis=0)) == len(groups)
+    finally:
+        venv.close()
+
+
+def test_frame_stack_and_normalized_observations_stay_consistent():
+    venv = VecFrameStack(VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0), norm_obs=False), n_stack=2)
+    model = GRPO("MlpPolicy", venv, n_steps=32, group_size=2, seed=0, device="cpu", n_epochs=1)
+    model.learn(1)
+    buffer = model.rollout_buffer
+    starts = np.r_[0, np.cumsum(np.bincount(buffer.trajectory))[:-1]]
+    # at a reset the frame stack holds zeros and the new observation: no frame of the previous episode leaks in
+    assert np.all(buffer.observations[starts][:, :4] == 0.0)
+    # and the newest frame is the group's shared start
+    for members in first_obs_by_group(buffer, 2):
+        assert np.all(members == members[0])
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Hopper-v5"])
+def test_used_step_fraction_from_a_fresh_policy(env_id):
+    """Slots that finish move on to the next scheduled trajectory; only the idle tail of a rollout is lost."""
+    if env_id.startswith("Hopper"):
+        pytest.importorskip("mujoco")
+    model = GRPO("MlpPolicy", make_vec_env(env_id, n_envs=8, seed=0), n_steps=1024, group_size=8, seed=0, device="cpu")
+    fractions = []
+
+    class Record(BaseCallback):
+        def _on_rollout_end(self):
+            fractions.append(model._stats["rollout/used_step_fraction"])
+
+        def _on_step(self):
+            return True
+
+    model.learn(1, callback=Record())  # one rollout from the fresh policy
+    assert len(fractions) == 1
+    assert fractions[0] >= 0.95, fractions
+
+
+def test_seeded_reset_that_is_not_reproducible_is_detected():
+    env = DummyVecEnv([lambda: NoisyResetEnv()] * 2)
+    model = GRPO("MlpPolicy", env, n_steps=10, group_size=2, seed=0, device="cpu")
+    with pytest.raises(NonReproducibleResetError, match="verify_group_starts=False"):
+        model.learn(1)
+    GRPO("MlpPolicy", env, n_steps=10, group_size=2, seed=0, device="cpu", verify_group_starts=False).learn(1)
+
+
+def test_env_that_never_ends_is_refused_with_the_fix():
+    model = GRPO("MlpPolicy", DummyVecEnv([EndlessEnv]), group_size=2, max_trajectory_length=50, device="cpu")
+    with pytest.raises(RuntimeError, match="TimeLimit"):
+        model.learn(1)
+
+
+def test_nan_reward_names_the_slot_and_step():
+    model = GRPO("MlpPolicy", DummyVecEnv([TargetEnv, NaNRewardEnv]), group_size=2, n_steps=10, device="cpu")
+    with pytest.raises(ValueError, match="slot 1 .* step 3"):
+        model.learn(1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(group_size=1), "group_size"),
+        (dict(beta=-0.1), "beta"),
+        (dict(loss_type="mean"), "loss_type"),
+        (dict(clip_range=0.0), "clip_range"),
+        (dict(importance_sampling_level="token"), "importance_sampling_level"),
+        (dict(ref_update_interval=0), "ref_update_interval"),
+        (dict(use_sde=True), "gSDE"),
+        (dict(advantage_estimator="gae"), "values"),
+        (dict(advantage_estimator="nope"), "group_zscore"),
+        (dict(reward_functions=["nope"]), "episodic_return"),
+    ],
+)
+def test_bad_arguments_fail_before_any_step(kwargs, match):
+    with pytest.raises((ValueError, KeyError, TypeError), match=match):
+        GRPO("MlpPolicy", "CartPole-v1", device="cpu", **kwargs)
+
+
+# ---------------------------------------------------------------- training behaviour
+
+
+@pytest.mark.parametrize("kind", ["discrete", "multidiscrete", "multibinary", "box"])
+def test_learns_on_every_action_space(kind):
+    env = make_vec_env(TargetEnv, n_envs=4, seed=0, env_kwargs=dict(kind=kind))
+    model = GRPO("MlpPolicy", env, n_steps=64, group_size=4, batch_size=64, learning_rate=3e-3, seed=0, device="cpu")
+    before, _ = evaluate_policy(model, env, n_eval_episodes=20)
+    model.learn(6000)
+    after, _ = evaluate_policy(model, env, n_eval_episodes=20)
+    assert after > before + 0.5, (before, after)
+
+
+def test_logger_keys():
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=4, beta=0.04, seed=0, device="cpu")
+    model.learn(600)
+    values = model.logger.name_to_value
+    for key in (
+        "train/policy_gradient_loss",
+        "train/kl_ref",
+        "train/approx_kl",
+        "train/clip_fraction",
+        "train/entropy_loss",
+        "train/group_reward_std",
+        "train/zero_std_group_fraction",
+        "rollout/used_step_fraction",
+    ):
+        assert key in values, key
+    assert values["train/kl_ref"] >= 0.0
+
+
+def test_beta_zero_has_no_reference_policy_and_beta_keeps_the_initial_one():
+    assert GRPO("MlpPolicy", "CartPole-v1", device="cpu").ref_policy is None
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=4, beta=0.1, seed=0, device="cpu")
+    initial = th.cat([p.flatten() for p in model.ref_policy.parameters()]).clone()
+    model.learn(500)
+    th.testing.assert_close(th.cat([p.flatten() for p in model.ref_policy.parameters()]), initial)
+    assert not th.equal(params(model), initial)
+    synced = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=4, beta=0.1, ref_update_interval=1, seed=0, device="cpu")
+    synced.learn(300)
+    th.testing.assert_close(th.cat([p.flatten() for p in synced.ref_policy.parameters()]), params(synced))
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo"])
+@pytest.mark.parametrize("level", ["step", "trajectory"])
+def test_loss_variants_train(loss_type, level):
+    model = GRPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=64,
+        group_size=4,
+        loss_type=loss_type,
+        importance_sampling_level=level,
+        group_loss_scale="sqrt",
+        mask_truncated=True,
+        clip_range_high=0.28,
+        seed=0,
+        device="cpu",
+    )
+    model.learn(300)
+    assert np.isfinite(model.logger.name_to_value["train/policy_gradient_loss"])
+
+
+def test_same_seed_same_parameters():
+    runs = []
+    for _ in range(2):
+        model = GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, seed=7, device="cpu")
+        model.learn(600)
+        runs.append(params(model))
+    th.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
+def test_save_load_continue_is_exact(tmp_path):
+    def make():
+        return GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, beta=0.05, seed=11, device="cpu")
+
+    straight = make()
+    straight.learn(500)
+    straight.learn(500, reset_num_timesteps=False)
+
+    first = make()
+    first.learn(500)
+    first.save(tmp_path / "m.zip")
+    loaded = GRPO.load(tmp_path / "m.zip", env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
+    th.testing.assert_close(
+        th.cat([p.flatten() for p in loaded.ref_policy.parameters()]),
+        th.cat([p.flatten() for p in first.ref_policy.parameters()]),
+    )
+    assert loaded._group_counter == first._group_counter
+    loaded.learn(500, reset_num_timesteps=False)
+    th.testing.assert_close(params(loaded), params(straight), rtol=0, atol=0)
+
+
+def test_checkpoint_taken_mid_rollout_resumes_exactly(tmp_path):
+    def make(env=None):
+        return GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, seed=5, device="cpu")
+
+    straight = make()
+    straight.learn(1200)
+    checkpointed = make()
+    checkpointed.learn(1200, callback=CheckpointCallback(save_freq=300, save_path=str(tmp_path), name_prefix="ck"))
+    th.testing.assert_close(params(checkpointed), params(straight), rtol=0, atol=0)
+    path = sorted(tmp_path.glob("ck_*.zip"))[0]
+    resumed = GRPO.load(path, env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
+    resumed.learn(1200 - resumed.num_timesteps, reset_num_timesteps=False)
+    th.testing.assert_close(params(resumed), params(straight), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_predict_evaluate_save_load_on_device(device, tmp_path):
+    model = GRPO("MlpPolicy", "Pendulum-v1", n_steps=64, group_size=2, seed=0, device=device)
+    model.learn(400)
+    action, _ = model.predict(np.zeros(3, dtype=np.float32), deterministic=True)
+    assert action.shape == (1,)
+    mean, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=2)
+    assert np.isfinite(mean)
+    model.save(tmp_path / "p.zip")
+    for target in DEVICES:
+        loaded = GRPO.load(tmp_path / "p.zip", device=target)
+        np.testing.assert_allclose(loaded.predict(np.zeros(3, dtype=np.float32), deterministic=True)[0], action, rtol=1e-5)
+
+
+def test_default_learn_budget_is_documented_and_works_without_arguments():
+    import inspect
+
+    assert inspect.signature(GRPO.learn).parameters["total_timesteps"].default == 100_000
+    assert "100,000" in GRPO.learn.__doc__
+
+
+@pytest.mark.slow
+def test_solves_cartpole():
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=0)
+    model = GRPO("MlpPolicy", env, seed=0, device="cpu")
+    model.learn(100_000)
+    mean, _ = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)
+    assert mean >= 475
