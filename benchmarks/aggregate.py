@@ -1,0 +1,233 @@
+"""
+Aggregate the harness's cells into tables and plots.
+
+    python -m benchmarks.aggregate [--raw benchmarks/results/raw] [--out benchmarks/results]
+
+Writes ``summary.md`` (per-env table and aggregate table), ``curves.png`` (learning curves, mean and 95% bootstrap
+band over seeds), ``aggregate.png`` (IQM of normalised final scores with 95% bootstrap CIs, and the performance
+profile) and ``throughput.png`` (training fps and update time as ratios to the baseline). Interquartile means and
+bootstrap intervals come from ``rliable`` when it is installed, else from the same stratified bootstrap in numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import DEFAULT_OUT, THRESHOLDS
+
+#: (random policy score, reference score) per env for normalised scores: reference = the "solved" threshold.
+NORMALISATION = {
+    "CartPole-v1": (22.0, 475.0),
+    "Acrobot-v1": (-500.0, -100.0),
+    "Pendulum-v1": (-1200.0, -200.0),
+    "LunarLander-v3": (-180.0, 200.0),
+    "HalfCheetah-v5": (-290.0, 1500.0),
+    "Hopper-v5": (18.0, 1000.0),
+}
+#: Which baseline each algorithm is compared with (ratios).
+BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo", "ppo": "ppo", "trpo": "trpo"}
+ORDER = ["grpo", "exact_trpo", "adaptive_kl_ppo", "ppo", "trpo"]
+
+
+def iqm(x: np.ndarray) -> float:
+    x = np.sort(np.asarray(x, dtype=float).ravel())
+    n = len(x)
+    if n == 0:
+        return float("nan")
+    lo, hi = int(np.floor(0.25 * n)), int(np.ceil(0.75 * n))
+    return float(x[lo:hi].mean()) if hi > lo else float(x.mean())
+
+
+def bootstrap_ci(x: np.ndarray, stat=iqm, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
+    x = np.asarray(x, dtype=float).ravel()
+    if len(x) < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    values = [stat(rng.choice(x, size=len(x), replace=True)) for _ in range(reps)]
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def interval(scores: dict[str, np.ndarray]) -> dict[str, tuple[float, float, float]]:
+    """IQM and 95% CI per algorithm; ``scores[algo]`` is (runs, tasks)."""
+    try:
+        from rliable import library as rly
+        from rliable import metrics
+
+        point, ci = rly.get_interval_estimates(scores, lambda s: np.array([metrics.aggregate_iqm(s)]), reps=2000)
+        return {a: (float(point[a][0]), float(ci[a][0][0]), float(ci[a][1][0])) for a in scores}
+    except Exception:  # rliable missing or a task with too few runs
+        return {a: (iqm(s), *bootstrap_ci(s)) for a, s in scores.items()}
+
+
+def load(raw: Path) -> tuple[list[dict], dict[tuple, np.ndarray]]:
+    summaries, curves = [], {}
+    for path in sorted(raw.glob("*.json")):
+        s = json.loads(path.read_text())
+        summaries.append(s)
+        csv = path.with_suffix(".csv")
+        if csv.exists():
+            curves[(s["algo"], s["env"], s["seed"])] = np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2)
+    return summaries, curves
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--raw", default=str(DEFAULT_OUT))
+    parser.add_argument("--out", default=str(Path(DEFAULT_OUT).parent))
+    args = parser.parse_args(argv)
+    raw, out = Path(args.raw), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries, curves = load(raw)
+    if not summaries:
+        raise SystemExit(f"no finished cells in {raw}")
+    by = defaultdict(list)
+    for s in summaries:
+        by[(s["env"], s["algo"])].append(s)
+    envs = [e for e in NORMALISATION if any(k[0] == e for k in by)] + sorted({k[0] for k in by} - set(NORMALISATION))
+    algos = [a for a in ORDER if any(k[1] == a for k in by)] + sorted({k[1] for k in by} - set(ORDER))
+
+    lines = ["## Per environment", ""]
+    lines.append(
+        "| env | algo | seeds | budget | final eval (mean ± std) | IQM [95% CI] | solved (threshold) | median steps to threshold "
+        "| fps | fps ratio | update ms | update ratio | peak RSS MB |"
+    )
+    lines.append("|" + "---|" * 13)
+    for env in envs:
+        for algo in algos:
+            cells = by.get((env, algo))
+            if not cells:
+                continue
+            finals = np.array([c["final_eval"] for c in cells])
+            lo, hi = bootstrap_ci(finals)
+            reached = [c["steps_to_threshold"] for c in cells if c["steps_to_threshold"] is not None]
+            fps = np.mean([c["fps"] for c in cells])
+            upd = [c["update_ms"] for c in cells if c["update_ms"]]
+            base = by.get((env, BASELINE_OF.get(algo.split(":")[0], "ppo")))
+            fps_ratio = fps / np.mean([c["fps"] for c in base]) if base else None
+            upd_ratio = (
+                np.mean(upd) / np.mean([c["update_ms"] for c in base if c["update_ms"]]) if base and upd else None
+            )
+            lines.append(
+                f"| {env} | {algo} | {len(cells)} | {cells[0]['budget']:,} | {finals.mean():.1f} ± {finals.std():.1f} | "
+                f"{iqm(finals):.1f} [{fmt(lo)}, {fmt(hi)}] | {len(reached)}/{len(cells)} ({THRESHOLDS.get(env, '–')}) | "
+                f"{fmt(float(np.median(reached)) if reached else None, ',.0f')} | {fps:,.0f} | {fmt(fps_ratio, '.2f')} | "
+                f"{fmt(float(np.mean(upd)) if upd else None)} | {fmt(upd_ratio, '.2f')} | "
+                f"{np.max([c['peak_rss_mb'] for c in cells]):.0f} |"
+            )
+
+    # Aggregate over envs with normalised scores (only envs every algorithm ran, with the same number of seeds).
+    scores: dict[str, np.ndarray] = {}
+    common = [e for e in envs if e in NORMALISATION and all((e, a) in by for a in algos)]
+    if common:
+        n_runs = min(len(by[(e, a)]) for e in common for a in algos)
+        for algo in algos:
+            cols = []
+            for env in common:
+                rnd, ref = NORMALISATION[env]
+                finals = sorted([c["final_eval"] for c in by[(env, algo)]], key=lambda _: 0)[:n_runs]
+                cols.append((np.array(finals) - rnd) / (ref - rnd))
+            scores[algo] = np.stack(cols, axis=1)
+        estimates = interval(scores)
+        lines += ["", f"## Across environments ({', '.join(common)}; {n_runs} seeds each)", ""]
+        lines.append("Normalised score = (final eval − random) / (threshold − random); 1.0 = solved threshold.")
+        lines.append("")
+        lines.append("| algo | IQM | 95% CI | mean |")
+        lines.append("|---|---|---|---|")
+        for algo in algos:
+            point, lo, hi = estimates[algo]
+            lines.append(f"| {algo} | {point:.2f} | [{lo:.2f}, {hi:.2f}] | {scores[algo].mean():.2f} |")
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plots(envs, algos, by, curves, scores, out)
+
+
+def plots(envs, algos, by, curves, scores, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {a: plt.cm.tab10(i) for i, a in enumerate(algos)}
+    cols = min(3, len(envs))
+    rows = int(np.ceil(len(envs) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, env in zip(axes.ravel(), envs):
+        for algo in algos:
+            runs = [curves[(algo, env, c["seed"])] for c in by.get((env, algo), []) if (algo, env, c["seed"]) in curves]
+            if not runs:
+                continue
+            grid = np.linspace(0, max(r[-1, 0] for r in runs), 60)
+            ys = np.stack([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
+            mean = ys.mean(0)
+            band = np.array([bootstrap_ci(ys[:, j], stat=np.mean, reps=300) for j in range(len(grid))]) if len(runs) > 1 else None
+            ax.plot(grid, mean, label=f"{algo} ({len(runs)})", color=colors[algo])
+            if band is not None:
+                ax.fill_between(grid, band[:, 0], band[:, 1], color=colors[algo], alpha=0.2)
+        if env in THRESHOLDS:
+            ax.axhline(THRESHOLDS[env], color="grey", ls=":", lw=1)
+        ax.set_title(env)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("eval return")
+        ax.legend(fontsize=8)
+    for ax in axes.ravel()[len(envs) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=110)
+    plt.close(fig)
+
+    if scores:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+        est = interval(scores)
+        names = list(scores)
+        ax1.barh(names, [est[a][0] for a in names], xerr=np.array([[est[a][0] - est[a][1], est[a][2] - est[a][0]] for a in names]).T,
+                 color=[colors[a] for a in names])
+        ax1.set_xlabel("IQM normalised score (95% CI)")
+        taus = np.linspace(0, 1.2, 100)
+        for a in names:
+            ax2.plot(taus, [(scores[a] > t).mean() for t in taus], label=a, color=colors[a])
+        ax2.set_xlabel("normalised score τ")
+        ax2.set_ylabel("fraction of runs > τ")
+        ax2.set_title("performance profile")
+        ax2.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "aggregate.png", dpi=110)
+        plt.close(fig)
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    labels, fps_r, upd_r = [], [], []
+    for env in envs:
+        for algo in algos:
+            base_name = BASELINE_OF.get(algo.split(":")[0], "ppo")
+            if algo == base_name or (env, algo) not in by or (env, base_name) not in by:
+                continue
+            cells, base = by[(env, algo)], by[(env, base_name)]
+            labels.append(f"{algo}/{base_name}\n{env}")
+            fps_r.append(np.mean([c["fps"] for c in cells]) / np.mean([c["fps"] for c in base]))
+            upd = [c["update_ms"] for c in cells if c["update_ms"]]
+            bupd = [c["update_ms"] for c in base if c["update_ms"]]
+            upd_r.append(np.mean(upd) / np.mean(bupd) if upd and bupd else np.nan)
+    if labels:
+        ax1.barh(labels, fps_r)
+        ax1.axvline(1.0, color="k", lw=1)
+        ax1.set_xlabel("training fps ratio to baseline (higher is faster)")
+        ax2.barh(labels, upd_r)
+        ax2.axvline(1.0, color="k", lw=1)
+        ax2.set_xlabel("update time ratio to baseline (lower is faster)")
+        for ax in (ax1, ax2):
+            ax.tick_params(axis="y", labelsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "throughput.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

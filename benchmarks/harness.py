@@ -1,0 +1,288 @@
+"""
+Side-by-side benchmark harness: our algorithms against SB3 PPO and sb3-contrib TRPO on the same envs, seeds and
+budgets, with the same evaluation.
+
+One *cell* is (algorithm, env, seed, budget). Each cell trains in its own process with torch limited to one
+thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes, on a
+separate env whose VecNormalize statistics are copied from the training env), and writes
+
+- ``<out>/<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
+- ``<out>/<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory), written
+  last: a cell with a summary is finished and never rerun, a cell without one is rerun from scratch.
+
+Hyperparameters: SB3 PPO and sb3-contrib TRPO use rl-zoo's (rl_zoo3's ``hyperparams/*.yml``; the -v5 MuJoCo envs,
+for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``zoo_configs/<algo>.yml``.
+
+    python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "raw"
+
+#: Score at which an env counts as solved, for steps-to-threshold.
+THRESHOLDS = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "Pendulum-v1": -200.0,
+    "LunarLander-v3": 200.0,
+    "HalfCheetah-v5": 1500.0,
+    "Hopper-v5": 1000.0,
+}
+#: Default budgets (env steps) per env.
+BUDGETS = {
+    "CartPole-v1": 100_000,
+    "Acrobot-v1": 200_000,
+    "Pendulum-v1": 300_000,
+    "LunarLander-v3": 500_000,
+    "HalfCheetah-v5": 300_000,
+    "Hopper-v5": 300_000,
+}
+OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo")
+BASELINES = ("ppo", "trpo")
+
+
+def _zoo_file(algo: str) -> Path:
+    if ":" in algo:  # a sweep variant "grpo:tag" reads benchmarks/sweeps/grpo_tag.yml
+        base, tag = algo.split(":", 1)
+        return ROOT / "benchmarks" / "sweeps" / f"{base}_{tag}.yml"
+    if algo in OURS:
+        return ROOT / "zoo_configs" / f"{algo}.yml"
+    try:
+        import rl_zoo3
+
+        return Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    except ImportError:  # the vendored copy (same content, rl_zoo3 2.9.2)
+        return ROOT / "benchmarks" / "zoo_hyperparams" / f"{algo}.yml"
+
+
+def load_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
+    """The rl-zoo style entry for ``env_id`` (falling back to -v4 for -v5 envs, then to ``default``)."""
+    path = _zoo_file(algo)
+    table = yaml.safe_load(path.read_text()) if path.exists() else {}
+    for key in (env_id, env_id.replace("-v5", "-v4"), "default"):
+        if key in (table or {}):
+            return dict(table[key])
+    raise KeyError(f"No hyperparameters for {algo} on {env_id} in {path}")
+
+
+def _schedule(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("lin_"):
+        start = float(value[4:])
+        return lambda progress: progress * start
+    return value
+
+
+def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
+    """Model, eval env and the hyperparameters used, from the zoo entry."""
+    import torch.nn as nn  # noqa: F401  (used by policy_kwargs strings)
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    hp = load_hyperparams(algo, env_id)
+    n_envs = int(hp.pop("n_envs", 1))
+    hp.pop("n_timesteps", None)
+    policy = hp.pop("policy", "MlpPolicy")
+    normalize = hp.pop("normalize", False)
+    for key in ("frame_stack", "env_wrapper", "callback", "normalize_kwargs"):
+        if key in hp:
+            raise ValueError(f"benchmark harness does not handle {key!r} (in {algo}/{env_id})")
+    if isinstance(hp.get("policy_kwargs"), str):
+        hp["policy_kwargs"] = eval(hp["policy_kwargs"], {"nn": nn, "dict": dict})  # noqa: S307 - rl-zoo's format
+    for key in ("learning_rate", "clip_range", "clip_range_high"):
+        if key in hp:
+            hp[key] = _schedule(hp[key])
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)
+    if normalize:
+        kwargs = normalize if isinstance(normalize, dict) else {}
+        if isinstance(normalize, str):
+            kwargs = eval(normalize)  # noqa: S307 - rl-zoo's format
+        venv = VecNormalize(venv, gamma=hp.get("gamma", 0.99), **kwargs)
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, **{k: v for k, v in kwargs.items() if k != "norm_reward"})
+    cls = algorithm_class(algo)
+    model = cls(policy, venv, seed=seed, device=device, verbose=0, **hp)
+    return model, eval_env, {"n_envs": n_envs, "normalize": bool(normalize), **{k: repr(v) for k, v in hp.items()}}
+
+
+def algorithm_class(algo: str) -> type:
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "trpo":
+        from sb3_contrib import TRPO
+
+        return TRPO
+    import sb3_grpo
+
+    base = algo.split(":")[0]
+    return getattr(sb3_grpo, {"grpo": "GRPO", "exact_trpo": "ExactTRPO", "adaptive_kl_ppo": "AdaptiveKLPPO"}[base])
+
+
+def cell_name(algo: str, env_id: str, seed: int, budget: int) -> str:
+    return f"{algo.replace(':', '-')}__{env_id}__s{seed}__{budget}"
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_cell(
+    algo: str, env_id: str, seed: int, budget: int, out: str, eval_freq: int, n_eval_episodes: int, device: str = "cpu"
+) -> dict[str, Any]:
+    """Train and evaluate one cell; returns (and writes) its summary."""
+    import torch as th
+
+    th.set_num_threads(1)
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = cell_name(algo, env_id, seed, budget)
+    summary_path = out_dir / f"{name}.json"
+    if summary_path.exists():
+        return json.loads(summary_path.read_text())
+    csv_path = out_dir / f"{name}.csv"
+    model, eval_env, used = build(algo, env_id, seed, device)
+    update_times: list[float] = []
+    original_train = model.train
+
+    def timed_train() -> None:
+        start = time.perf_counter()
+        original_train()
+        update_times.append(time.perf_counter() - start)
+
+    model.train = timed_train  # type: ignore[method-assign]
+    rows: list[tuple] = []
+    eval_seconds = [0.0]
+    start_rss = rss_mb()
+
+    def evaluate() -> None:
+        t0 = time.perf_counter()
+        train_env = model.get_env()
+        if isinstance(eval_env, VecNormalize) and isinstance(train_env, VecNormalize):
+            eval_env.obs_rms = train_env.obs_rms.copy()
+        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True)
+        eval_seconds[0] += time.perf_counter() - t0
+        train_seconds = time.perf_counter() - t_start - eval_seconds[0]
+        rows.append((model.num_timesteps, float(mean), float(std), train_seconds, rss_mb()))
+        with open(csv_path, "w") as f:
+            f.write("timesteps,eval_mean,eval_std,train_seconds,rss_mb\n")
+            for row in rows:
+                f.write(",".join(str(x) for x in row) + "\n")
+
+    class Evaluator(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_eval = eval_freq
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                evaluate()
+                self.next_eval += eval_freq
+            return True
+
+    t_start = time.perf_counter()
+    model.learn(budget, callback=Evaluator())
+    evaluate()
+    train_seconds = rows[-1][3]
+    threshold = THRESHOLDS.get(env_id)
+    reached = [r[0] for r in rows if threshold is not None and r[1] >= threshold]
+    summary = {
+        "algo": algo,
+        "env": env_id,
+        "seed": seed,
+        "budget": budget,
+        "final_eval": rows[-1][1],
+        "best_eval": max(r[1] for r in rows),
+        "steps_to_threshold": reached[0] if reached else None,
+        "seconds_to_threshold": next((r[3] for r in rows if r[0] == reached[0]), None) if reached else None,
+        "train_seconds": train_seconds,
+        "fps": model.num_timesteps / max(train_seconds, 1e-9),
+        "update_ms": 1000 * float(np.mean(update_times)) if update_times else None,
+        "n_updates": len(update_times),
+        "rss_start_mb": start_rss,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "used_step_fraction": model.logger.name_to_value.get("rollout/used_step_fraction"),
+        "hyperparams": used,
+        "versions": versions(),
+    }
+    summary_path.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def versions() -> dict[str, str]:
+    import platform
+
+    import gymnasium
+    import sb3_contrib
+    import stable_baselines3
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__,
+        "gymnasium": gymnasium.__version__,
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", default=["grpo", "ppo"])
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--budget", type=int, default=None, help="env steps per cell (default: per-env BUDGETS)")
+    parser.add_argument("--eval-freq", type=int, default=10_000)
+    parser.add_argument("--n-eval-episodes", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel (one torch thread each)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    cells = [
+        (algo, env, seed, args.budget or BUDGETS.get(env, 100_000))
+        for env in args.envs
+        for seed in args.seeds
+        for algo in args.algos
+    ]
+    todo = [c for c in cells if not (Path(args.out) / f"{cell_name(*c)}.json").exists()]
+    print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            pool.submit(run_cell, *cell, args.out, args.eval_freq, args.n_eval_episodes, args.device): cell for cell in todo
+        }
+        for future in as_completed(futures):
+            cell = futures[future]
+            try:
+                s = future.result()
+                print(
+                    f"{cell_name(*cell)}: final {s['final_eval']:.1f} best {s['best_eval']:.1f} "
+                    f"fps {s['fps']:.0f} update {s['update_ms'] or 0:.1f} ms",
+                    flush=True,
+                )
+            except Exception as exc:  # keep the other cells running
+                print(f"{cell_name(*cell)}: FAILED {exc!r}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
