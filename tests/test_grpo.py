@@ -344,3 +344,55 @@ def test_solves_cartpole():
     model.learn(100_000)
     mean, _ = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)
     assert mean >= 475
+
+
+def test_interrupted_save_keeps_the_previous_file_and_bad_files_fail_clearly(tmp_path, monkeypatch):
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=2, seed=0, device="cpu")
+    path = tmp_path / "model.zip"
+    model.save(path)
+    before = path.read_bytes()
+
+    import stable_baselines3.common.base_class as base_class
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(base_class, "save_to_zip_file", crash)
+    with pytest.raises(KeyboardInterrupt):
+        model.save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model.zip"]  # no partial file left behind
+
+    truncated = tmp_path / "truncated.zip"
+    truncated.write_bytes(before[: len(before) // 2])
+    with pytest.raises(ValueError, match="truncated"):
+        GRPO.load(truncated)
+    foreign = tmp_path / "foreign.zip"
+    foreign.write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError, match="truncated or is not a model"):
+        GRPO.load(foreign)
+
+
+def test_keyboard_interrupt_mid_rollout_leaves_a_model_that_saves_and_continues(tmp_path):
+    model = GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, seed=0, device="cpu")
+
+    class Interrupt(BaseCallback):
+        def _on_step(self):
+            if self.num_timesteps >= 300:
+                raise KeyboardInterrupt
+            return True
+
+    with pytest.raises(KeyboardInterrupt):
+        model.learn(1000, callback=Interrupt())
+    model.save(tmp_path / "after_interrupt.zip")
+    model.learn(300, reset_num_timesteps=False)
+    loaded = GRPO.load(tmp_path / "after_interrupt.zip", env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
+    loaded.learn(300, reset_num_timesteps=False)
+
+
+def test_loading_with_an_env_whose_spaces_differ_is_refused(tmp_path):
+    model = GRPO("MlpPolicy", "CartPole-v1", device="cpu")
+    model.save(tmp_path / "m.zip")
+    with pytest.raises(ValueError, match="spaces do not match"):
+        GRPO.load(tmp_path / "m.zip", env=make_vec_env("Acrobot-v1"))
