@@ -340,7 +340,10 @@ def test_default_learn_budget_is_documented_and_works_without_arguments():
 @pytest.mark.slow
 def test_solves_cartpole():
     env = make_vec_env("CartPole-v1", n_envs=8, seed=0)
-    model = GRPO("MlpPolicy", env, seed=0, device="cpu")
+    model = GRPO(
+        "MlpPolicy", env, n_steps=64, group_size=4, batch_size=256, n_epochs=10, gamma=0.98,
+        learning_rate=lambda p: 1e-3 * p, advantage_estimator="group_step_baseline", seed=0, device="cpu",
+    )
     model.learn(100_000)
     mean, _ = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)
     assert mean >= 475
