@@ -28,10 +28,10 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "GRPO",
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
-    "GRPO",
     "PluginError",
     "Trajectory",
     "__version__",

@@ -109,3 +109,52 @@ def register_reward_functions(register: Callable[[str, Any], None]) -> None:
         def register_reward_functions(register):
             register("reached_goal", reached_goal)
     """
+
+
+# -------------------------------------------------------------------------
+# State snapshots (branching groups)
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def register_state_snapshots(register: Callable[[str, Any], None]) -> None:
+    """Register state snapshotters: objects that save and restore the full state of an env.
+
+    GRPO's branching groups (``branch_every=L``) set every member of a group to the state one member reached
+    after ``L`` steps; that needs a snapshot of everything the env's next steps depend on. Called once per
+    process, the first time a snapshotter is looked up (``GRPO(..., branch_every=L)`` on a new env).
+
+    :param register: call ``register(name, snapshotter)``. ``snapshotter`` is an object (or a class, which is
+        instantiated without arguments) with three methods, each given the slot's outermost env (the one
+        ``gymnasium.make`` and SB3's ``Monitor`` built; ``env.unwrapped`` is the core env):
+
+        - ``supports(env) -> bool``: whether it can snapshot this env (the first registered snapshotter that
+          answers ``True`` is used);
+        - ``get(env) -> state``: a picklable snapshot (it crosses SubprocVecEnv's pipe);
+        - ``set(env, state) -> observation``: restore it, right after ``env.reset()``, and return the observation
+          of the restored state.
+
+        The built-ins (``classic_control``, ``mujoco``) also restore the episode clock (TimeLimit's elapsed steps)
+        with :func:`sb3_grpo.common.snapshots.get_episode_clock` / ``set_episode_clock``.
+
+    Example::
+
+        from sb3_grpo import hookimpl
+        from sb3_grpo.common.snapshots import StateSnapshotter, get_episode_clock, set_episode_clock
+
+        class GridWorldSnapshot(StateSnapshotter):
+            def supports(self, env):
+                return type(env.unwrapped).__name__ == "GridWorldEnv"
+
+            def get(self, env):
+                return {"pos": env.unwrapped.pos.copy(), "clock": get_episode_clock(env)}
+
+            def set(self, env, state):
+                env.unwrapped.pos = state["pos"].copy()
+                set_episode_clock(env, state["clock"])
+                return env.unwrapped.observe()
+
+        @hookimpl
+        def register_state_snapshots(register):
+            register("grid_world", GridWorldSnapshot)
+    """

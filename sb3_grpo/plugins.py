@@ -36,6 +36,7 @@ __all__ = [
     "UnknownNameError",
     "available_advantage_estimators",
     "available_reward_functions",
+    "available_state_snapshots",
     "get_advantage_estimator",
     "get_reward_function",
     "list_plugins",
@@ -44,6 +45,7 @@ __all__ = [
     "register_advantage_estimator",
     "register_plugin",
     "register_reward_function",
+    "register_state_snapshot",
     "unregister_advantage_estimator",
     "unregister_plugin",
     "unregister_reward_function",
@@ -54,6 +56,7 @@ LOAD_PLUGINS_ENV = "SB3_GRPO_LOAD_PLUGINS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "sb3_grpo.default_plugins.advantage_estimators",
     "sb3_grpo.default_plugins.reward_functions",
+    "sb3_grpo.default_plugins.state_snapshots",
 )
 IN_PROCESS = "<in-process>"
 
@@ -286,7 +289,7 @@ class _Registry:
 
 
 def _invalidate() -> None:
-    for registry in (_estimators, _reward_functions):
+    for registry in (_estimators, _reward_functions, _snapshots):
         registry._entries = None
 
 
@@ -296,9 +299,7 @@ def _is_estimator_instance(obj: Any) -> bool:
 
 def _validate_estimator(name: str, obj: Any, plugin: str) -> None:
     """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``."""
-    if _is_estimator_instance(obj):
-        target = obj
-    elif isinstance(obj, type) or callable(obj):
+    if _is_estimator_instance(obj) or isinstance(obj, type) or callable(obj):
         target = obj
     else:
         raise TypeError(f"expected an AdvantageEstimator subclass or instance, got {type(obj).__name__}")
@@ -337,6 +338,21 @@ def _validate_reward_function(name: str, obj: Any, plugin: str) -> None:
 
 _estimators = _Registry("advantage estimator", "register_advantage_estimators", _validate_estimator)
 _reward_functions = _Registry("reward function", "register_reward_functions", _validate_reward_function)
+
+
+def _validate_snapshotter(name: str, obj: Any, plugin: str) -> None:
+    target = obj
+    if isinstance(obj, type):
+        try:
+            target = obj()
+        except TypeError as exc:
+            raise TypeError(f"{obj.__name__} must be constructible without arguments ({exc})") from None
+    missing = [m for m in ("supports", "get", "set") if not callable(getattr(target, m, None))]
+    if missing:
+        raise TypeError(f"a state snapshotter needs supports(env), get(env) and set(env, state); missing {missing}")
+
+
+_snapshots = _Registry("state snapshotter", "register_state_snapshots", _validate_snapshotter)
 
 
 # -------------------------------------------------------------------------
@@ -431,6 +447,16 @@ def unregister_reward_function(name: str) -> None:
     _reward_functions.unregister_local(name)
 
 
+def available_state_snapshots() -> list[str]:
+    """Names of every registered state snapshotter (for branching groups)."""
+    return _snapshots.names()
+
+
+def register_state_snapshot(name: str, snapshotter: Any, replace: bool = False) -> None:
+    """Register a state snapshotter in this process (see the ``register_state_snapshots`` hook)."""
+    _snapshots.register_local(name, snapshotter, replace)
+
+
 def _reset_for_tests() -> None:
     """Forget everything loaded (the next lookup loads again). For the test suite only."""
     global _loaded
@@ -441,6 +467,7 @@ def _reset_for_tests() -> None:
         _loaded = False
         _estimators._local.clear()
         _reward_functions._local.clear()
+        _snapshots._local.clear()
         _invalidate()
 
 

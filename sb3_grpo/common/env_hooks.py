@@ -32,6 +32,7 @@ __all__ = ["INFO_KEY", "base_vec_env", "group_reset_class", "install_group_reset
 #: Key of the reset-info entry ``(ticket, seed, digest)`` written by a scheduled reset.
 INFO_KEY = "sb3_grpo_reset"
 _PENDING = "_sb3_grpo_pending_reset"
+_SNAPSHOTTER = "_sb3_grpo_snapshotter"
 _PREFIX = "GroupReset_"
 
 
@@ -58,11 +59,45 @@ def _schedule_reset(self: Any, seed: int | None, ticket: int) -> None:
         self.__dict__[_PENDING] = (int(seed), int(ticket))
 
 
+def _snapshotter(self: Any) -> Any:
+    found = self.__dict__.get(_SNAPSHOTTER)
+    if found is None:
+        from sb3_grpo.common.snapshots import find_snapshotter
+
+        found = self.__dict__[_SNAPSHOTTER] = find_snapshotter(self)[1]
+    return found
+
+
+def _snapshot(self: Any) -> Any:
+    """The env's current state (see the ``register_state_snapshots`` hook)."""
+    return _snapshotter(self).get(self)
+
+
+def _check_snapshots(self: Any) -> str:
+    """Name of the snapshotter this env would use (raises a clear error when there is none)."""
+    from sb3_grpo.common.snapshots import find_snapshotter
+
+    name, found = find_snapshotter(self)
+    self.__dict__[_SNAPSHOTTER] = found
+    return name
+
+
+def _schedule_restore(self: Any, snapshot: Any, ticket: int) -> None:
+    """Make the next ``reset()`` restore ``snapshot`` (after an ordinary reset) and report ``ticket``."""
+    self.__dict__[_PENDING] = ("restore", snapshot, int(ticket))
+
+
 def _make_reset(cls: type) -> Any:
     def reset(self: Any, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         pending = self.__dict__.pop(_PENDING, None)
         if pending is None:
             return super(cls, self).reset(seed=seed, options=options)
+        if pending[0] == "restore":
+            _, info = super(cls, self).reset(seed=None, options=options)
+            obs = _snapshotter(self).set(self, pending[1])
+            info = dict(info)
+            info[INFO_KEY] = (pending[2], -1, observation_digest(obs))
+            return obs, info
         obs, info = super(cls, self).reset(seed=pending[0], options=options)
         info = dict(info)
         info[INFO_KEY] = (pending[1], pending[0], observation_digest(obs))
@@ -106,6 +141,9 @@ def group_reset_class(base: type) -> type:
         # A plain subclass (no mixin base, no __slots__) keeps the env's object layout, so __class__ can be swapped.
         cls = type(name, (base,), {"__module__": __name__, "__qualname__": name, "_sb3_grpo_group_reset": True})
         cls.sb3_grpo_schedule_reset = _schedule_reset  # type: ignore[attr-defined]
+        cls.sb3_grpo_schedule_restore = _schedule_restore  # type: ignore[attr-defined]
+        cls.sb3_grpo_snapshot = _snapshot  # type: ignore[attr-defined]
+        cls.sb3_grpo_check_snapshots = _check_snapshots  # type: ignore[attr-defined]
         cls.reset = _make_reset(cls)  # type: ignore[method-assign]
         _classes[name] = cls
     return cls

@@ -171,6 +171,13 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
     :param max_grad_norm: gradient clipping norm.
     :param target_kl: stop the epochs early when the approximate KL to the behaviour policy exceeds
         ``1.5 * target_kl`` (``None``: never).
+    :param branch_every: branching groups (``None``: off). Every ``branch_every`` steps, all members of a group are
+        set to the state that one member, chosen at random beforehand, reached, and the next segment is a fresh group
+        comparison (the vine idea of the TRPO paper, without critic). Needs ``n_envs`` to be a multiple of
+        ``group_size`` (each block of G slots runs one group in lockstep) and a state snapshotter for the env
+        (built-in: classic control and MuJoCo; others via the ``register_state_snapshots`` hook). Segments should
+        span about ``1 / (1 - gamma)`` steps or more. Trajectories handed to reward functions and estimators are
+        segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation.
     :param verify_group_starts: check that the members of every group saw the same first observation and raise
         :class:`NonReproducibleResetError` if not. Set ``False`` only for envs whose seeded resets are knowingly
         not reproducible (the group baseline then compares different start states).
@@ -220,6 +227,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         ent_coef: float = 0.0,
         max_grad_norm: float = 0.5,
         target_kl: float | None = None,
+        branch_every: int | None = None,
         verify_group_starts: bool = True,
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
@@ -275,6 +283,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = dict(advantage_kwargs or {})
         self.target_kl = target_kl
+        self.branch_every = branch_every
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
         self._check_arguments()
@@ -319,6 +328,15 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
             fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
+        if self.branch_every is not None:
+            if self.branch_every < 1:
+                fail(f"branch_every must be >= 1 or None, got {self.branch_every!r}")
+            if getattr(self, "n_envs", None) and self.n_envs % self.group_size != 0:
+                fail(
+                    f"branch_every needs n_envs to be a multiple of group_size (each block of group_size env slots runs "
+                    f"one group in lockstep), got n_envs={self.n_envs}, group_size={self.group_size}: "
+                    f"use make_vec_env(..., n_envs={self.group_size * max(1, self.n_envs // self.group_size)})."
+                )
 
     def _setup_model(self) -> None:
         self._setup_lr_schedule()
@@ -364,7 +382,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         return names, []
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "ref_policy", "_hooked_env", "_stats", "_rollout_start"]
+        return [*super()._excluded_save_params(), "ref_policy", "_hooked_env", "_stats", "_rollout_start", "_snapshots_checked"]
 
     # ------------------------------------------------------------------ rollouts
 
@@ -396,6 +414,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         """
         assert self._last_obs is not None, "No previous observation was provided"
         self._install_hooks(env)
+        if self.branch_every is not None:
+            return self._collect_branching(env, callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         n_envs = env.num_envs
         base = base_vec_env(env)
@@ -523,6 +543,126 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             n_env_steps,
             scheduler.n_groups,
         )
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        self._rollout_start = None
+        return True
+
+    def _collect_branching(
+        self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
+    ) -> bool:
+        """Rollout with branching groups: blocks of G slots run one group each in lockstep, segment by segment."""
+        from sb3_grpo.common.group_sampling import group_seed
+
+        if not getattr(self, "_snapshots_checked", False):
+            env.env_method("sb3_grpo_check_snapshots")  # a clear error, before any step, if the env has no snapshotter
+            self._snapshots_checked = True
+        self.policy.set_training_mode(False)
+        n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
+        n_blocks = n_envs // size
+        base = base_vec_env(env)
+        vec_normalize = self._vec_normalize_env
+        self._rollout_start = {
+            "num_timesteps": self.num_timesteps,
+            "_group_counter": self._group_counter,
+            "_np_rng": copy.deepcopy(self._np_rng),
+        }
+        th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
+        callback.on_rollout_start()
+
+        target = n_rollout_steps * n_envs
+        snapshots: list[Any] = [None] * n_blocks  # state to branch from, per block (None: start a new group)
+        group_of: dict[int, int] = {}
+        digests: dict[int, str] = {}
+        ends: dict[int, tuple[bool, bool]] = {}
+        steps_obs: list[Any] = []
+        steps_actions: list[np.ndarray] = []
+        steps_log_prob: list[np.ndarray] = []
+        steps_rewards: list[np.ndarray] = []
+        steps_traj: list[np.ndarray] = []
+        steps_infos: list[list[dict]] = []
+        recorded = n_env_steps = segment_groups = new_groups = 0
+
+        while recorded < target and (self.groups_per_rollout is None or segment_groups < self.groups_per_rollout):
+            active = np.full(n_envs, -1, dtype=np.int64)
+            pivots = self._np_rng.integers(size, size=n_blocks)
+            for block in range(n_blocks):
+                group = segment_groups
+                segment_groups += 1
+                seed = None
+                if snapshots[block] is None:
+                    seed = group_seed(self._seed_root, self._group_counter + new_groups)
+                    new_groups += 1
+                for member in range(size):
+                    slot, trajectory = block * size + member, group * size + member
+                    if seed is None:
+                        env.env_method("sb3_grpo_schedule_restore", snapshots[block], trajectory, indices=[slot])
+                    else:
+                        env.env_method("sb3_grpo_schedule_reset", seed, trajectory, indices=[slot])
+                    active[slot] = trajectory
+                    group_of[trajectory] = group
+            obs = env.reset()
+            for slot in range(n_envs):
+                digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
+
+            for _ in range(length):
+                if not (active >= 0).any():
+                    break
+                with th.no_grad():
+                    actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
+                actions = actions_t.cpu().numpy()
+                clipped = actions
+                if isinstance(self.action_space, spaces.Box):
+                    clipped = np.clip(actions, self.action_space.low, self.action_space.high)
+                new_obs, rewards, dones, infos = env.step(clipped)
+                self.num_timesteps += n_envs
+                n_env_steps += n_envs
+                callback.update_locals(locals())
+                if not callback.on_step():
+                    return False
+                self._update_info_buffer(infos, dones)
+                raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
+                running = active >= 0
+                if not np.all(np.isfinite(raw_rewards[running])):
+                    slot = int(np.flatnonzero(running & ~np.isfinite(raw_rewards))[0])
+                    raise ValueError(f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}). Fix the env.")
+                steps_obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else obs)
+                steps_actions.append(actions)
+                steps_log_prob.append(log_prob_t.cpu().numpy())
+                steps_rewards.append(np.asarray(raw_rewards, dtype=np.float64).copy())
+                steps_traj.append(active.copy())
+                steps_infos.append(infos)
+                recorded += int(running.sum())
+                for slot in np.flatnonzero(dones & running):
+                    truncated = bool(infos[slot].get("TimeLimit.truncated", False))
+                    ends[int(active[slot])] = (not truncated, truncated)
+                    active[slot] = -1
+                obs = new_obs
+
+            # Segment boundary: branch from each block's pivot, or start a new group where the pivot's episode ended.
+            for block in range(n_blocks):
+                pivot = block * size + int(pivots[block])
+                alive = active[pivot] >= 0
+                snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
+            for slot in np.flatnonzero(active >= 0):
+                ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
+
+        self._group_counter += new_groups
+        self._build_batch(
+            rollout_buffer,
+            steps_obs,
+            steps_actions,
+            steps_log_prob,
+            steps_rewards,
+            steps_traj,
+            steps_infos,
+            ends,
+            group_of,
+            digests,
+            n_env_steps,
+            segment_groups,
+        )
+        self._last_obs = obs  # type: ignore[assignment]
         callback.update_locals(locals())
         callback.on_rollout_end()
         self._rollout_start = None

@@ -1,0 +1,65 @@
+"""
+Verifiable reward functions for :class:`sb3_grpo.envs.arithmetic.ArithmeticEnv`, registered through the same
+``register_reward_functions`` hook as every other reward function.
+
+Each reads the last step's ``info`` of a finished trajectory (``answer``, ``target``, ``correct``, ``format_ok``)
+and returns one float:
+
+- ``arithmetic_exact_match``: 1.0 if the answer equals the target and ended properly, else 0.0.
+- ``arithmetic_format``: 1.0 if the answer is 1 to ``max_answer_digits`` digits without a leading zero, followed by
+  end-of-answer, else 0.0.
+- ``arithmetic_length_penalty``: ``-|len(answer) - len(target)| / len(target)``, in ``[-1, 0]`` for well-formed answers
+  (0 when the answer has the target's number of digits).
+
+``GRPO(..., reward_functions=["arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"])``
+combines them (weights with ``reward_weights``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.hookspecs import hookimpl
+
+__all__ = ["ARITHMETIC_REWARD_FUNCTIONS", "arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"]
+
+
+def _final_info(trajectory: Trajectory, key: str) -> dict[str, Any]:
+    last = trajectory.infos[-1] if trajectory.infos else {}
+    if key not in last:
+        raise RewardFunctionError(
+            f"the last step's info has no {key!r} key: this reward function scores sb3_grpo/Arithmetic-v0 answers "
+            "(or any env whose final info carries 'answer', 'target', 'correct' and 'format_ok')."
+        )
+    return last
+
+
+def arithmetic_exact_match(trajectory: Trajectory) -> float:
+    """1.0 if the answer is exactly the target (and was ended with end-of-answer), else 0.0."""
+    return float(bool(_final_info(trajectory, "correct")["correct"]))
+
+
+def arithmetic_format(trajectory: Trajectory) -> float:
+    """1.0 for a well-formed answer (digits without a leading zero, then end-of-answer), else 0.0."""
+    return float(bool(_final_info(trajectory, "format_ok")["format_ok"]))
+
+
+def arithmetic_length_penalty(trajectory: Trajectory) -> float:
+    """``-|len(answer) - len(target)| / len(target)``: 0 for an answer with as many digits as the target."""
+    info = _final_info(trajectory, "answer")
+    target = str(info["target"])
+    return -abs(len(str(info["answer"])) - len(target)) / max(len(target), 1)
+
+
+ARITHMETIC_REWARD_FUNCTIONS = {
+    "arithmetic_exact_match": arithmetic_exact_match,
+    "arithmetic_format": arithmetic_format,
+    "arithmetic_length_penalty": arithmetic_length_penalty,
+}
+
+
+@hookimpl
+def register_reward_functions(register) -> None:
+    for name, fn in ARITHMETIC_REWARD_FUNCTIONS.items():
+        register(name, fn)

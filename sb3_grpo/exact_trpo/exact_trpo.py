@@ -1,0 +1,480 @@
+"""ExactTRPO: TRPO whose natural-gradient direction is the exact solution of the damped Fisher system."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from sb3_contrib import TRPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.distributions import Distribution, kl_divergence
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import explained_variance
+from torch import nn
+from torch.nn import functional as F
+
+from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer, _EstimatorMixin
+from sb3_grpo.common.fisher import (
+    FISHER_SOLVERS,
+    ExactFisher,
+    actor_parameters,
+    closed_form_fisher_problem,
+    conjugate_gradient,
+    directions_per_state,
+)
+from sb3_grpo.common.kl import distribution_parameters, exact_kl
+from sb3_grpo.common.save_util import SafeSaveMixin
+from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
+from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
+
+__all__ = ["AUTO_FISHER_DIRECTIONS", "ExactTRPO"]
+
+SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
+
+#: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
+AUTO_FISHER_DIRECTIONS = 1536
+
+
+def _flat(tensors: Any) -> th.Tensor:
+    return th.cat([t.reshape(-1) for t in tensors])
+
+
+def _index_obs(obs: Any, idx: Any) -> Any:
+    if isinstance(obs, dict):
+        return {key: value[idx] for key, value in obs.items()}
+    return obs[idx]
+
+
+class ExactTRPO(SafeSaveMixin, TRPO):
+    """
+    Trust Region Policy Optimization with an exact natural-gradient direction.
+
+    sb3-contrib's :class:`~sb3_contrib.TRPO` approximates ``F^-1 g`` with a few conjugate-gradient iterations.
+    ExactTRPO forms the Fisher ``F = mean_n J_n^T M_n J_n`` in closed form (Categorical, MultiCategorical,
+    Bernoulli and diagonal Gaussian policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
+    subsample of them) and solves ``(F + cg_damping I) x = g`` exactly by Cholesky, in parameter space or, through
+    the Woodbury identity, in sample space, whichever is smaller. The step is ``alpha x`` with
+    ``alpha = sqrt(2 target_kl / g^T x)``, followed by a backtracking line search that accepts only a step whose mean
+    exact ``KL(pi_old || pi_new)`` is at most ``target_kl`` and that improves the surrogate. The critic is then
+    regressed for ``n_critic_updates`` epochs, as in TRPO. Every argument of sb3-contrib's TRPO keeps its meaning, so a
+    TRPO configuration ports by changing the algorithm's name.
+
+    Paper: https://arxiv.org/abs/1502.05477
+
+    :param policy: The policy model to use (MlpPolicy, CnnPolicy, ...). Actor and critic must not share a features
+        extractor with parameters (the ExactTRPO policies default to ``share_features_extractor=False``).
+    :param env: The environment to learn from (if registered in Gym, can be str)
+    :param learning_rate: The learning rate for the value function, it can be a function
+        of the current progress remaining (from 1 to 0)
+    :param n_steps: The number of steps to run for each environment per update
+        (i.e. rollout buffer size is n_steps * n_envs where n_envs is number of environment copies running in parallel)
+    :param batch_size: Minibatch size for the value function
+    :param gamma: Discount factor
+    :param cg_max_steps: maximum number of conjugate-gradient iterations, used when the solve falls back to
+        conjugate gradients (``fisher_solver="cg"``, or ``"auto"`` above the memory budget or without a closed form)
+    :param cg_damping: damping ``lambda`` added to the Fisher: ``(F + lambda I) x = g`` (exact and CG solves alike)
+    :param line_search_shrinking_factor: step-size reduction factor for the line-search
+        (i.e., ``theta_new = theta + alpha^i * step``)
+    :param line_search_max_iter: maximum number of iteration for the backtracking line-search
+    :param n_critic_updates: number of critic updates (epochs over the rollout) per policy update
+    :param gae_lambda: Factor for trade-off of bias vs variance for Generalized Advantage Estimator
+    :param use_sde: Whether to use generalized State Dependent Exploration (gSDE)
+        instead of action noise exploration (default: False). gSDE has no closed-form Fisher here: it needs
+        ``fisher_solver="auto"`` (which then uses conjugate gradients) or ``"cg"``.
+    :param sde_sample_freq: Sample a new noise matrix every n steps when using gSDE
+        Default: -1 (only sample at the beginning of the rollout)
+    :param rollout_buffer_class: Rollout buffer class to use. If ``None``, an
+        :class:`~sb3_grpo.common.buffers.EstimatorRolloutBuffer` (or its Dict variant) is used.
+    :param rollout_buffer_kwargs: Keyword arguments to pass to the rollout buffer on creation
+    :param normalize_advantage: Whether to normalize or not the advantage
+    :param target_kl: the trust-region size ``delta``: the largest mean ``KL(pi_old || pi_new)`` a policy step may have.
+    :param sub_sampling_factor: Sub-sample the batch (every ``sub_sampling_factor``-th state of the shuffled rollout)
+        for the whole policy step (gradient, Fisher and line search), as in sb3-contrib's TRPO
+    :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
+        the reported success rate, mean episode length, and mean reward over
+    :param tensorboard_log: the log location for tensorboard (if None, no logging)
+    :param policy_kwargs: additional arguments to be passed to the policy on creation
+    :param verbose: the verbosity level: 0 no output, 1 info, 2 debug
+    :param seed: Seed for the pseudo random generators
+    :param device: Device (cpu, cuda, ...) on which the code should be run (the solve runs there too).
+        Setting it to auto, the code will be run on the GPU if possible.
+    :param fisher_solver: ``"exact"``: always solve exactly (refused for distributions without a closed-form
+        Fisher); ``"cg"``: matrix-free conjugate gradients from a zero start (``cg_max_steps`` iterations);
+        ``"auto"``: exact when the solve fits in ``fisher_memory_budget``, else conjugate gradients (said in the log).
+    :param fisher_subsample: the states on which the Fisher is formed, a random subset of the policy batch drawn
+        afresh at every update: ``"auto"`` (as many as keep ``N * k <= 1536`` Fisher directions, ``k`` per state, for
+        the exact solve; all states for conjugate gradients), ``None`` (all states), an ``int`` (that many states) or
+        a ``float`` in (0, 1] (that fraction of them). The gradient and the line search always use the whole batch.
+    :param fisher_memory_budget: bytes an exact solve may use before ``fisher_solver="auto"`` switches to
+        conjugate gradients.
+    :param line_search_accept_ratio: a step is accepted only if the surrogate improves by at least this fraction of
+        the first-order expected improvement of that (shrunk) step; 0 (default, as TRPO) only asks for an improvement.
+    :param advantage_estimator: a registered advantage estimator's name, class or instance that fits a critic
+        algorithm (default ``"gae"``, SB3's GAE bit for bit).
+    :param advantage_kwargs: options of the advantage estimator.
+    :param _init_setup_model: Whether or not to build the network at the creation of the instance
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "MlpPolicy": MlpPolicy,
+        "CnnPolicy": CnnPolicy,
+        "MultiInputPolicy": MultiInputPolicy,
+    }
+
+    def __init__(
+        self,
+        policy: str | type[ActorCriticPolicy],
+        env: GymEnv | str,
+        learning_rate: float | Schedule = 1e-3,
+        n_steps: int = 2048,
+        batch_size: int = 128,
+        gamma: float = 0.99,
+        cg_max_steps: int = 15,
+        cg_damping: float = 0.1,
+        line_search_shrinking_factor: float = 0.8,
+        line_search_max_iter: int = 10,
+        n_critic_updates: int = 10,
+        gae_lambda: float = 0.95,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: type[RolloutBuffer] | None = None,
+        rollout_buffer_kwargs: dict[str, Any] | None = None,
+        normalize_advantage: bool = True,
+        target_kl: float = 0.01,
+        sub_sampling_factor: int = 1,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: th.device | str = "auto",
+        fisher_solver: str = "auto",
+        fisher_subsample: int | float | str | None = "auto",
+        fisher_memory_budget: int = 2**30,
+        line_search_accept_ratio: float = 0.0,
+        advantage_estimator: Any = "gae",
+        advantage_kwargs: dict[str, Any] | None = None,
+        _init_setup_model: bool = True,
+    ):
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            gamma=gamma,
+            cg_max_steps=cg_max_steps,
+            cg_damping=cg_damping,
+            line_search_shrinking_factor=line_search_shrinking_factor,
+            line_search_max_iter=line_search_max_iter,
+            n_critic_updates=n_critic_updates,
+            gae_lambda=gae_lambda,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
+            rollout_buffer_class=rollout_buffer_class,
+            rollout_buffer_kwargs=rollout_buffer_kwargs,
+            normalize_advantage=normalize_advantage,
+            target_kl=target_kl,
+            sub_sampling_factor=sub_sampling_factor,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=False,
+        )
+        self.fisher_solver = fisher_solver
+        self.fisher_subsample = fisher_subsample
+        self.fisher_memory_budget = fisher_memory_budget
+        self.line_search_accept_ratio = line_search_accept_ratio
+        self.advantage_estimator = advantage_estimator
+        self.advantage_kwargs = advantage_kwargs
+        self._check_arguments()
+        if _init_setup_model:
+            self._setup_model()
+
+    # ------------------------------------------------------------------ setup
+
+    def _check_arguments(self) -> None:
+        def fail(message: str) -> None:
+            raise ValueError(f"ExactTRPO: {message}")
+
+        if self.fisher_solver not in FISHER_SOLVERS:
+            fail(f"fisher_solver must be one of {FISHER_SOLVERS}, got {self.fisher_solver!r}")
+        if not self.target_kl > 0:
+            fail(f"target_kl (the trust-region size delta) must be > 0, got {self.target_kl!r}")
+        if self.fisher_solver != "cg" and not self.cg_damping > 0:
+            fail(f"cg_damping must be > 0 for the exact Fisher solve, got {self.cg_damping!r} (or use fisher_solver='cg')")
+        if self.cg_damping < 0:
+            fail(f"cg_damping must be >= 0, got {self.cg_damping!r}")
+        if not 0 < self.line_search_shrinking_factor < 1:
+            fail(f"line_search_shrinking_factor must be in (0, 1), got {self.line_search_shrinking_factor!r}")
+        if self.line_search_max_iter < 1:
+            fail(f"line_search_max_iter must be >= 1, got {self.line_search_max_iter!r}")
+        if self.sub_sampling_factor < 1:
+            fail(f"sub_sampling_factor must be >= 1, got {self.sub_sampling_factor!r}")
+        if self.cg_max_steps < 1:
+            fail(f"cg_max_steps must be >= 1, got {self.cg_max_steps!r}")
+        if not 0 <= self.line_search_accept_ratio < 1:
+            fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
+        if not self.fisher_memory_budget > 0:
+            fail(f"fisher_memory_budget must be > 0 bytes, got {self.fisher_memory_budget!r}")
+        sub = self.fisher_subsample
+        ok = (
+            sub is None
+            or sub == "auto"
+            or (isinstance(sub, (int, np.integer)) and not isinstance(sub, bool) and sub >= 1)
+            or (isinstance(sub, float) and 0 < sub <= 1)
+        )
+        if not ok:
+            fail(f"fisher_subsample must be 'auto', None, an int >= 1 or a float in (0, 1], got {sub!r}")
+
+    def _setup_model(self) -> None:
+        # A loaded model keeps its (possibly stateful) estimator; resolving now fails early on misfits.
+        if getattr(self, "_estimator", None) is None:
+            self._estimator = make_advantage_estimator(
+                "ExactTRPO", self.advantage_estimator, self.advantage_kwargs, CRITIC_PROVIDES
+            )
+        if self.rollout_buffer_class is None:
+            dict_obs = isinstance(self.observation_space, spaces.Dict)
+            self.rollout_buffer_class = DictEstimatorRolloutBuffer if dict_obs else EstimatorRolloutBuffer
+        super()._setup_model()
+        if isinstance(self.rollout_buffer, _EstimatorMixin):
+            self.rollout_buffer.estimator = self._estimator
+        elif self.advantage_estimator != "gae":
+            raise ValueError(
+                f"ExactTRPO: advantage_estimator={self.advantage_estimator!r} needs an estimator rollout buffer, but "
+                f"rollout_buffer_class={self.rollout_buffer_class.__name__} computes SB3's GAE itself; use "
+                "sb3_grpo.common.buffers.EstimatorRolloutBuffer (the default when rollout_buffer_class=None)."
+            )
+        self._check_policy()
+        if not hasattr(self, "_fisher_rng"):
+            # the Fisher's state subsample: reproducible from the seed, saved with the model
+            self._fisher_rng = np.random.default_rng(None if self.seed is None else [int(self.seed), 0x7A9])
+        self._fallback_reported = False
+
+    def _check_policy(self) -> None:
+        policy = self.policy
+        if not isinstance(policy, ActorCriticPolicy):
+            raise ValueError(f"ExactTRPO needs an ActorCriticPolicy, got {type(policy).__name__}.")
+        shared = getattr(policy, "share_features_extractor", False)
+        if shared and any(True for _ in policy.features_extractor.parameters()):
+            raise ValueError(
+                f"ExactTRPO refuses a features extractor shared by actor and critic ({type(policy.features_extractor).__name__} "
+                "has parameters): the critic's regression would move the policy outside the trust region. Pass "
+                "policy_kwargs=dict(share_features_extractor=False) to give the actor and the critic their own."
+            )
+        problem = closed_form_fisher_problem(policy)
+        if problem is not None and self.fisher_solver == "exact":
+            raise ValueError(
+                f"ExactTRPO: fisher_solver='exact' is impossible: {problem}. Use fisher_solver='auto' or 'cg' "
+                "(matrix-free conjugate gradients on the Hessian of the KL)."
+            )
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_fallback_reported"]
+
+    # ------------------------------------------------------------------ policy step
+
+    def _fisher_states(self, n: int, k: int, exact: bool) -> np.ndarray | None:
+        """Indices of the Fisher's states among the ``n`` of the batch (``None``: all of them)."""
+        sub = self.fisher_subsample
+        if sub is None:
+            return None
+        if sub == "auto":
+            m = max(1, AUTO_FISHER_DIRECTIONS // max(k, 1)) if exact else n
+        elif isinstance(sub, float):
+            m = max(1, int(math.ceil(sub * n)))
+        else:
+            m = int(sub)
+        if m >= n:
+            return None
+        return np.sort(self._fisher_rng.choice(n, size=m, replace=False))
+
+    def _report(self, message: str) -> None:
+        if not self._fallback_reported:
+            self.logger.info(f"ExactTRPO: {message}")
+            self._fallback_reported = True
+
+    @staticmethod
+    def _mean_kl(old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
+        """Mean ``KL(old || new)``: exact from stored parameters, or through torch for other distributions."""
+        if isinstance(old, th.Tensor):
+            return exact_kl(old, new).mean()
+        kl = kl_divergence(old, new)
+        return (kl.sum(dim=1) if kl.dim() > 1 else kl).mean()
+
+    def _old_distribution(self, obs: Any) -> th.Tensor | Distribution:
+        with th.no_grad():
+            dist = self.policy.get_distribution(obs)
+            if closed_form_fisher_problem(self.policy) is None:
+                return distribution_parameters(dist).clone()
+            return copy.copy(dist)
+
+    def _search_direction(
+        self, obs: Any, params: list[nn.Parameter], g: th.Tensor
+    ) -> tuple[th.Tensor, str, int]:
+        """``x`` with ``(F + damping I) x = g``, the solver used and the number of Fisher states."""
+        n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+        closed_form = closed_form_fisher_problem(self.policy) is None
+        want_exact = closed_form and self.fisher_solver != "cg"
+        k = directions_per_state(self.policy) if closed_form else 1
+        idx = self._fisher_states(n, k, exact=want_exact)
+        obs_f = obs if idx is None else _index_obs(obs, th.as_tensor(idx, device=self.device))
+        n_f = n if idx is None else len(idx)
+        fisher = ExactFisher(self.policy, obs_f, params=params) if closed_form else None
+        if fisher is not None and want_exact:
+            space = fisher.cheaper_space()
+            need = fisher.memory_bytes(space)
+            if self.fisher_solver == "exact" or need <= self.fisher_memory_budget:
+                return fisher.solve(g, self.cg_damping, space=space), f"exact-{space}", n_f
+            self._report(
+                f"the exact Fisher solve would need {need / 2**20:.0f} MiB (> fisher_memory_budget="
+                f"{self.fisher_memory_budget / 2**20:.0f} MiB); using {self.cg_max_steps} conjugate-gradient steps instead."
+            )
+        elif not closed_form and self.fisher_solver == "auto":
+            self._report(f"{closed_form_fisher_problem(self.policy)}; using conjugate gradients on the Hessian of the KL.")
+        damping = self.cg_damping
+        if fisher is not None and fisher.structured:
+            matvec = fisher.matvec
+        else:  # Hessian of the mean KL at theta_old (= the Fisher), by double backpropagation
+            old = self._old_distribution(obs_f)
+            kl = self._mean_kl(old, self.policy.get_distribution(obs_f))
+            grad_kl = _flat(th.autograd.grad(kl, params, create_graph=True))
+
+            def matvec(v: th.Tensor) -> th.Tensor:
+                return _flat(th.autograd.grad(grad_kl @ v, params, retain_graph=True)).detach()
+
+        x = conjugate_gradient(lambda v: matvec(v) + damping * v, g, self.cg_max_steps)
+        return x, "cg", n_f
+
+    def _policy_step(self, obs: Any, actions: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor) -> dict[str, Any]:
+        params = [p for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))]
+        old = self._old_distribution(obs)
+        distribution = self.policy.get_distribution(obs)
+        objective = (advantages * th.exp(distribution.log_prob(actions) - old_log_prob)).mean()
+        g = _flat(th.autograd.grad(objective, params))
+        objective = objective.detach()
+
+        x, solver, n_fisher = self._search_direction(obs, params, g)
+        gx = float(g @ x)
+        stats: dict[str, Any] = {
+            "fisher_solver": solver,
+            "fisher_states": n_fisher,
+            "policy_objective": float(objective),
+            "kl": 0.0,
+            "step_size": 0.0,
+            "line_search_steps": 0,
+            "is_line_search_success": 0.0,
+            "expected_improvement": 0.0,
+            "surrogate_improvement": 0.0,
+        }
+        if not math.isfinite(gx) or gx <= 0:
+            self.logger.info(f"ExactTRPO: g^T F^-1 g = {gx!r} is not positive (zero or broken gradient); no policy step.")
+            return stats
+        step_size = math.sqrt(2 * self.target_kl / gx)
+        stats["expected_improvement"] = step_size * gx
+        originals = [p.detach().clone() for p in params]
+        coef = 1.0
+        with th.no_grad():
+            for i in range(self.line_search_max_iter):
+                start = 0
+                for p, original in zip(params, originals, strict=True):
+                    p.copy_(original + (coef * step_size) * x[start : start + p.numel()].view_as(p))
+                    start += p.numel()
+                distribution = self.policy.get_distribution(obs)
+                new_objective = (advantages * th.exp(distribution.log_prob(actions) - old_log_prob)).mean()
+                kl = float(self._mean_kl(old, distribution))
+                improvement = float(new_objective - objective)
+                stats["line_search_steps"] = i + 1
+                wanted = self.line_search_accept_ratio * coef * stats["expected_improvement"]
+                if kl <= self.target_kl and improvement > 0 and improvement >= wanted:
+                    stats.update(
+                        kl=kl,
+                        step_size=coef * step_size,
+                        is_line_search_success=1.0,
+                        surrogate_improvement=improvement,
+                        policy_objective=float(new_objective),
+                    )
+                    return stats
+                coef *= self.line_search_shrinking_factor
+            for p, original in zip(params, originals, strict=True):
+                p.copy_(original)
+        return stats
+
+    # ------------------------------------------------------------------ train
+
+    def train(self) -> None:
+        """Update the policy (one exact natural-gradient step) and the critic on the current rollout buffer."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+
+        for rollout_data in self.rollout_buffer.get(batch_size=None):  # one batch: the whole rollout
+            step = self.sub_sampling_factor
+            obs = _index_obs(rollout_data.observations, slice(None, None, step))
+            actions = rollout_data.actions[::step]
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.long().flatten()
+            advantages = rollout_data.advantages[::step]
+            if self.normalize_advantage:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            stats = self._policy_step(obs, actions, rollout_data.old_log_prob[::step], advantages)
+            break
+
+        actor_ids = {id(p) for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))}
+        value_losses = []
+        for _ in range(self.n_critic_updates):
+            for rollout_data in self.rollout_buffer.get(self.batch_size):
+                values_pred = self.policy.predict_values(rollout_data.observations)
+                value_loss = F.mse_loss(rollout_data.returns, values_pred.flatten())
+                value_losses.append(value_loss.item())
+                self.policy.optimizer.zero_grad()
+                value_loss.backward()
+                for param in self.policy.parameters():  # the actor only moves inside the trust region
+                    if id(param) in actor_ids:
+                        param.grad = None
+                self.policy.optimizer.step()
+
+        self._n_updates += 1
+        explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
+
+        self.logger.record("train/policy_objective", stats["policy_objective"])
+        self.logger.record("train/value_loss", float(np.mean(value_losses)) if value_losses else float("nan"))
+        self.logger.record("train/kl", stats["kl"])
+        self.logger.record("train/kl_divergence_loss", stats["kl"])
+        self.logger.record("train/step_size", stats["step_size"])
+        self.logger.record("train/line_search_steps", stats["line_search_steps"])
+        self.logger.record("train/is_line_search_success", stats["is_line_search_success"])
+        self.logger.record("train/expected_improvement", stats["expected_improvement"])
+        self.logger.record("train/surrogate_improvement", stats["surrogate_improvement"])
+        self.logger.record("train/fisher_solver", stats["fisher_solver"])
+        self.logger.record("train/fisher_states", stats["fisher_states"])
+        self.logger.record("train/damping", self.cg_damping)
+        self.logger.record("train/explained_variance", explained_var)
+        if hasattr(self.policy, "log_std"):
+            self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def learn(
+        self: SelfExactTRPO,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "ExactTRPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfExactTRPO:
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )

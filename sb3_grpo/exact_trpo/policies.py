@@ -1,0 +1,42 @@
+"""
+ExactTRPO policies: SB3's actor-critic policies with separate actor and critic feature extractors by default.
+
+The natural-gradient step only moves the actor; a features extractor with parameters shared by the critic would be
+moved by the critic's regression as well, outside the trust region, so ExactTRPO refuses one (an ``MlpPolicy``'s
+``Flatten`` extractor has no parameters and may be shared).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stable_baselines3.common import policies as sb3_policies
+
+__all__ = ["ActorCriticCnnPolicy", "ActorCriticPolicy", "CnnPolicy", "MlpPolicy", "MultiInputActorCriticPolicy", "MultiInputPolicy"]
+
+
+class ActorCriticPolicy(sb3_policies.ActorCriticPolicy):
+    """SB3's :class:`~stable_baselines3.common.policies.ActorCriticPolicy` with ``share_features_extractor=False``
+    by default (all other arguments unchanged)."""
+
+    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
+        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+
+
+class ActorCriticCnnPolicy(sb3_policies.ActorCriticCnnPolicy):
+    """SB3's CNN actor-critic policy with ``share_features_extractor=False`` by default."""
+
+    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
+        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+
+
+class MultiInputActorCriticPolicy(sb3_policies.MultiInputActorCriticPolicy):
+    """SB3's dict-observation actor-critic policy with ``share_features_extractor=False`` by default."""
+
+    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
+        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+
+
+MlpPolicy = ActorCriticPolicy
+CnnPolicy = ActorCriticCnnPolicy
+MultiInputPolicy = MultiInputActorCriticPolicy

@@ -1,0 +1,180 @@
+"""ExactTRPO: learning on every action space, determinism, save/load/continue, refusals, logger keys, devices."""
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import configure
+
+from sb3_grpo.exact_trpo import ExactTRPO
+from tests.envs import TargetEnv
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
+SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))
+LOG_KEYS = (
+    "train/kl",
+    "train/step_size",
+    "train/line_search_steps",
+    "train/is_line_search_success",
+    "train/expected_improvement",
+    "train/fisher_solver",
+    "train/value_loss",
+    "train/explained_variance",
+    "train/policy_objective",
+    "train/damping",
+)
+
+
+def _target_env(kind, n_envs=4, seed=0):
+    return make_vec_env(TargetEnv, n_envs=n_envs, seed=seed, env_kwargs=dict(kind=kind))
+
+
+def _model(kind="discrete", **kwargs):
+    options = dict(n_steps=64, batch_size=64, target_kl=0.05, seed=0, device="cpu", **SMALL)
+    options.update(kwargs)
+    return ExactTRPO("MlpPolicy", _target_env(kind), **options)
+
+
+def _params(model):
+    return [p.detach().cpu().clone() for p in model.policy.parameters()]
+
+
+@pytest.mark.parametrize(
+    "kind,threshold", [("discrete", 3.5), ("multidiscrete", 3.0), ("multibinary", 2.0), ("box", -3.0)]
+)
+def test_learns_the_target_task(kind, threshold):
+    # random play: 5/3 (discrete), 5/6 (multidiscrete), 5/8 (multibinary), about -6.7 (box) per episode
+    model = _model(kind, n_steps=128, batch_size=128, target_kl=0.1)
+    model.learn(5120)
+    mean, _ = evaluate_policy(model, _target_env(kind, n_envs=1, seed=123), n_eval_episodes=20)
+    assert mean > threshold
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_runs_on_classic_control(env_id):
+    model = ExactTRPO("MlpPolicy", make_vec_env(env_id, n_envs=2, seed=0), n_steps=128, seed=0, device="cpu", **SMALL)
+    model.learn(512)
+    kl = model.logger.name_to_value["train/kl"]
+    assert 0 <= kl <= model.target_kl
+    assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+
+
+def test_logger_keys_and_trust_region():
+    model = _model()
+    model.set_logger(configure(None, []))
+    model.learn(256)
+    values = model.logger.name_to_value
+    for key in LOG_KEYS:
+        assert key in values, key
+    assert values["train/kl"] <= model.target_kl
+    assert values["train/fisher_solver"] == "exact-samples"
+    assert values["train/line_search_steps"] >= 1
+
+
+@pytest.mark.parametrize("solver", ["auto", "cg"])
+def test_same_seed_same_parameters(solver):
+    first, second = _model(fisher_solver=solver, fisher_subsample=100), _model(fisher_solver=solver, fisher_subsample=100)
+    first.learn(512)
+    second.learn(512)
+    for a, b in zip(_params(first), _params(second), strict=True):
+        assert th.equal(a, b)
+
+
+def test_save_load_continue(tmp_path):
+    model = _model("box", fisher_subsample=0.5, advantage_estimator="td", line_search_accept_ratio=0.1)
+    model.learn(256)
+    path = tmp_path / "exact_trpo"
+    model.save(path)
+    loaded = ExactTRPO.load(path, env=_target_env("box"), device="cpu")
+    for a, b in zip(_params(model), _params(loaded), strict=True):
+        assert th.equal(a, b)
+    for name in ("fisher_solver", "fisher_subsample", "fisher_memory_budget", "line_search_accept_ratio", "target_kl",
+                 "cg_damping", "n_critic_updates", "advantage_estimator"):
+        assert getattr(loaded, name) == getattr(model, name), name
+    assert type(loaded.rollout_buffer.estimator) is type(model.rollout_buffer.estimator)
+    assert loaded._fisher_rng.bit_generator.state == model._fisher_rng.bit_generator.state
+    assert loaded.policy.share_features_extractor is False
+    loaded.learn(256, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 512 and loaded._n_updates == 2 * model._n_updates
+
+
+def test_cg_fallback_over_memory_budget_and_for_gsde():
+    model = _model(fisher_memory_budget=1024)
+    model.learn(256)
+    assert model.logger.name_to_value["train/fisher_solver"] == "cg"
+    sde = _model("box", use_sde=True)
+    sde.learn(256)
+    assert sde.logger.name_to_value["train/fisher_solver"] == "cg"
+    assert sde.logger.name_to_value["train/kl"] <= sde.target_kl
+
+
+def test_forced_solvers_and_sub_sampling():
+    for options in (dict(fisher_solver="exact", fisher_subsample=None), dict(fisher_solver="cg"), dict(sub_sampling_factor=2)):
+        model = _model("multidiscrete", **options)
+        model.learn(256)
+        expected = "cg" if options.get("fisher_solver") == "cg" else "exact-samples"
+        assert model.logger.name_to_value["train/fisher_solver"] == expected
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match=r"share_features_extractor=False"):
+        _shared_cnn()
+    with pytest.raises(ValueError, match="gSDE"):
+        _model("box", use_sde=True, fisher_solver="exact")
+    with pytest.raises(ValueError, match="fisher_solver"):
+        _model(fisher_solver="cholesky")
+    with pytest.raises(ValueError, match="cg_damping"):
+        _model(cg_damping=0.0)
+    with pytest.raises(ValueError, match="fisher_subsample"):
+        _model(fisher_subsample=1.5)
+    with pytest.raises(ValueError, match="target_kl"):
+        _model(target_kl=0.0)
+    with pytest.raises(Exception, match="nope|Unknown|unknown"):
+        _model(advantage_estimator="nope")
+    # a parameter-free shared extractor (MlpPolicy's Flatten) is fine
+    _model(policy_kwargs=dict(net_arch=[8], share_features_extractor=True))
+
+
+def _shared_cnn():
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    class ImageEnv(gym.Env):
+        observation_space = spaces.Box(0, 255, (36, 36, 1), dtype=np.uint8)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, True, False, {}
+
+    return ExactTRPO("CnnPolicy", ImageEnv(), n_steps=8, policy_kwargs=dict(share_features_extractor=True), device="cpu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_devices(device):
+    model = _model("box", device=device)
+    model.learn(256)
+    assert next(model.policy.parameters()).device.type == device
+    assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+    assert np.isfinite(model.logger.name_to_value["train/kl"])
+
+
+@pytest.mark.slow
+def test_cartpole_is_solved():
+    model = ExactTRPO(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=2, seed=0),
+        n_steps=512,
+        batch_size=512,
+        cg_damping=1e-3,
+        gae_lambda=0.98,
+        n_critic_updates=20,
+        seed=0,
+        device="cpu",
+    )
+    model.learn(100_000)
+    mean, _ = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=1, seed=99), n_eval_episodes=10)
+    assert mean >= 475

@@ -1,0 +1,121 @@
+"""State snapshots: snapshot, restore and replay the same actions give an identical continuation."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3.common.monitor import Monitor
+
+from sb3_grpo.common.env_hooks import INFO_KEY, group_reset_class
+from sb3_grpo.common.snapshots import SnapshotError, find_snapshotter
+
+ENVS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5"]
+
+
+def hooked(env_id):
+    if env_id.endswith("-v5"):
+        pytest.importorskip("mujoco")
+    env = Monitor(gym.make(env_id))
+    env.__class__ = group_reset_class(Monitor)
+    return env
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+def test_snapshot_restore_replay_is_identical(env_id):
+    env = hooked(env_id)
+    env.reset(seed=3)
+    env.action_space.seed(0)
+    for _ in range(3):
+        env.step(env.action_space.sample())
+    snapshot = env.sb3_grpo_snapshot()
+    actions = [env.action_space.sample() for _ in range(20)]
+    original = []
+    for a in actions:
+        original.append(env.step(a)[:3])
+        if original[-1][2]:
+            break
+
+    other = hooked(env_id)
+    other.reset(seed=99)  # a different episode
+    other.sb3_grpo_schedule_restore(snapshot, ticket=5)
+    obs, info = other.reset()
+    assert info[INFO_KEY][0] == 5
+    replay = [other.step(a)[:3] for a in actions[: len(original)]]
+    for (o1, r1, d1), (o2, r2, d2) in zip(original, replay, strict=True):
+        np.testing.assert_array_equal(o1, o2)
+        assert r1 == r2 and d1 == d2
+
+
+def test_episode_clock_is_restored():
+    env = hooked("Pendulum-v1")
+    env.reset(seed=0)
+    for _ in range(190):
+        env.step(env.action_space.sample())
+    snapshot = env.sb3_grpo_snapshot()
+    other = hooked("Pendulum-v1")
+    other.sb3_grpo_schedule_restore(snapshot, ticket=0)
+    other.reset()
+    truncated = [other.step(other.action_space.sample())[3] for _ in range(10)]
+    assert truncated == [False] * 9 + [True]  # Pendulum's 200-step limit counts the restored 190 steps
+
+
+def test_env_without_snapshotter_is_refused_naming_the_hook():
+    from envs import TargetEnv
+
+    with pytest.raises(SnapshotError, match="register_state_snapshots"):
+        find_snapshotter(TargetEnv())
+
+
+def test_observation_wrappers_are_refused():
+    env = gym.wrappers.TransformObservation(gym.make("CartPole-v1"), lambda o: o * 2, gym.make("CartPole-v1").observation_space)
+    with pytest.raises(SnapshotError, match="observation wrappers"):
+        find_snapshotter(env)
+
+
+@pytest.mark.parametrize("vec_env_cls", ["dummy", "subproc"])
+def test_branching_groups_share_the_state_each_segment_starts_from(vec_env_cls):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecNormalize
+
+    from sb3_grpo import GRPO
+
+    venv = make_vec_env("Pendulum-v1", n_envs=4, seed=0, vec_env_cls=SubprocVecEnv if vec_env_cls == "subproc" else None)
+    venv = VecNormalize(venv, norm_obs=False)
+    try:
+        model = GRPO("MlpPolicy", venv, group_size=2, branch_every=30, n_steps=200, n_epochs=1, seed=0, device="cpu")
+        model.learn(1)
+        buffer = model.rollout_buffer
+        counts = np.bincount(buffer.trajectory)
+        # Pendulum never terminates: segments are 30 steps, the last of each 200-step episode 200 - 6 * 30 = 20
+        assert set(counts) <= {30, 20}
+        starts = np.r_[0, np.cumsum(counts)[:-1]]
+        firsts = buffer.observations[starts]
+        groups = buffer.group_ids
+        for g in np.unique(groups):
+            members = firsts[groups == g]
+            np.testing.assert_array_equal(members, np.broadcast_to(members[0], members.shape))
+        # a later segment starts where one member of the previous segment of its block ended
+        assert len(np.unique(groups)) >= 6
+        assert model._stats["rollout/used_step_fraction"] == 1.0
+    finally:
+        venv.close()
+
+
+def test_branching_refuses_an_env_without_snapshotter_before_any_step():
+    from envs import TargetEnv
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    model = GRPO("MlpPolicy", make_vec_env(TargetEnv, n_envs=2), group_size=2, branch_every=3, device="cpu")
+    with pytest.raises(SnapshotError, match="register_state_snapshots"):
+        model.learn(1)
+    assert model.num_timesteps == 0
+
+
+def test_branching_needs_whole_blocks_of_slots():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        GRPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=3), group_size=2, branch_every=10, device="cpu")
