@@ -59,6 +59,36 @@ def test_hook_register_advantage_estimators(fresh_plugins):
     assert "median" not in sb3_grpo.available_advantage_estimators()
 
 
+def test_hook_register_state_snapshots(fresh_plugins):
+    import gymnasium as gym
+
+    from sb3_grpo.common.snapshots import StateSnapshotter, find_snapshotter
+
+    class Snap(StateSnapshotter):
+        def supports(self, env):
+            return type(env.unwrapped).__name__ == "TargetEnv"
+
+        def get(self, env):
+            return env.unwrapped.target
+
+        def set(self, env, state):
+            env.unwrapped.target = state
+            return env.unwrapped._obs()
+
+    class SnapPlugin:
+        @sb3_grpo.hookimpl
+        def register_state_snapshots(self, register):
+            register("target_env", Snap)
+
+    from envs import TargetEnv
+
+    sb3_grpo.register_plugin(SnapPlugin(), name="snap-plugin")
+    assert "target_env" in sb3_grpo.plugins.available_state_snapshots()
+    name, snapshotter = find_snapshotter(TargetEnv())
+    assert name == "target_env" and isinstance(snapshotter, Snap)
+    assert find_snapshotter(gym.make("CartPole-v1"))[0] == "classic_control"
+
+
 def test_hook_register_reward_functions(fresh_plugins):
     sb3_grpo.register_plugin(RewardPlugin(), name="length-plugin")
     assert sb3_grpo.get_reward_function("length")(type("T", (), {"length": 7})()) == 7.0
