@@ -89,7 +89,7 @@ def _schedule(value: Any) -> Any:
 
 def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
     """Model, eval env and the hyperparameters used, from the zoo entry."""
-    import torch.nn as nn  # noqa: F401  (used by policy_kwargs strings)
+    import torch.nn as nn
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -102,7 +102,7 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
         if key in hp:
             raise ValueError(f"benchmark harness does not handle {key!r} (in {algo}/{env_id})")
     if isinstance(hp.get("policy_kwargs"), str):
-        hp["policy_kwargs"] = eval(hp["policy_kwargs"], {"nn": nn, "dict": dict})  # noqa: S307 - rl-zoo's format
+        hp["policy_kwargs"] = eval(hp["policy_kwargs"], {"nn": nn, "dict": dict})
     for key in ("learning_rate", "clip_range", "clip_range_high"):
         if key in hp:
             hp[key] = _schedule(hp[key])
@@ -111,7 +111,7 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
     if normalize:
         kwargs = normalize if isinstance(normalize, dict) else {}
         if isinstance(normalize, str):
-            kwargs = eval(normalize)  # noqa: S307 - rl-zoo's format
+            kwargs = eval(normalize)
         venv = VecNormalize(venv, gamma=hp.get("gamma", 0.99), **kwargs)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, **{k: v for k, v in kwargs.items() if k != "norm_reward"})
     cls = algorithm_class(algo)

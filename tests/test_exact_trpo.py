@@ -40,9 +40,7 @@ def _params(model):
     return [p.detach().cpu().clone() for p in model.policy.parameters()]
 
 
-@pytest.mark.parametrize(
-    "kind,threshold", [("discrete", 3.5), ("multidiscrete", 3.0), ("multibinary", 2.0), ("box", -3.0)]
-)
+@pytest.mark.parametrize("kind,threshold", [("discrete", 3.5), ("multidiscrete", 3.0), ("multibinary", 2.0), ("box", -3.0)])
 def test_learns_the_target_task(kind, threshold):
     # random play: 5/3 (discrete), 5/6 (multidiscrete), 5/8 (multibinary), about -6.7 (box) per episode
     model = _model(kind, n_steps=128, batch_size=128, target_kl=0.1)
@@ -74,9 +72,9 @@ def test_logger_keys_and_trust_region():
 
 @pytest.mark.parametrize("solver", ["auto", "cg"])
 def test_same_seed_same_parameters(solver):
-    first, second = _model(fisher_solver=solver, fisher_subsample=100), _model(fisher_solver=solver, fisher_subsample=100)
-    first.learn(512)
-    second.learn(512)
+    # sequentially: SB3 seeds the global RNGs at construction and samples actions from them
+    first = _model(fisher_solver=solver, fisher_subsample=100).learn(512)
+    second = _model(fisher_solver=solver, fisher_subsample=100).learn(512)
     for a, b in zip(_params(first), _params(second), strict=True):
         assert th.equal(a, b)
 
@@ -89,8 +87,16 @@ def test_save_load_continue(tmp_path):
     loaded = ExactTRPO.load(path, env=_target_env("box"), device="cpu")
     for a, b in zip(_params(model), _params(loaded), strict=True):
         assert th.equal(a, b)
-    for name in ("fisher_solver", "fisher_subsample", "fisher_memory_budget", "line_search_accept_ratio", "target_kl",
-                 "cg_damping", "n_critic_updates", "advantage_estimator"):
+    for name in (
+        "fisher_solver",
+        "fisher_subsample",
+        "fisher_memory_budget",
+        "line_search_accept_ratio",
+        "target_kl",
+        "cg_damping",
+        "n_critic_updates",
+        "advantage_estimator",
+    ):
         assert getattr(loaded, name) == getattr(model, name), name
     assert type(loaded.rollout_buffer.estimator) is type(model.rollout_buffer.estimator)
     assert loaded._fisher_rng.bit_generator.state == model._fisher_rng.bit_generator.state
@@ -130,7 +136,7 @@ def test_refusals():
         _model(fisher_subsample=1.5)
     with pytest.raises(ValueError, match="target_kl"):
         _model(target_kl=0.0)
-    with pytest.raises(Exception, match="nope|Unknown|unknown"):
+    with pytest.raises(Exception, match=r"nope"):
         _model(advantage_estimator="nope")
     # a parameter-free shared extractor (MlpPolicy's Flatten) is fine
     _model(policy_kwargs=dict(net_arch=[8], share_features_extractor=True))
@@ -150,7 +156,9 @@ def _shared_cnn():
         def step(self, action):
             return self.observation_space.sample(), 0.0, True, False, {}
 
-    return ExactTRPO("CnnPolicy", ImageEnv(), n_steps=8, policy_kwargs=dict(share_features_extractor=True), device="cpu")
+    return ExactTRPO(
+        "CnnPolicy", ImageEnv(), n_steps=8, batch_size=8, policy_kwargs=dict(share_features_extractor=True), device="cpu"
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -68,7 +68,7 @@ def _kl_hessian(policy, obs, params):
 
     def f(theta):
         parts, start = {}, 0
-        for key, shape in zip(keys, shapes):
+        for key, shape in zip(keys, shapes, strict=True):
             n = int(np.prod(shape))
             parts[key] = theta[start : start + n].view(shape)
             start += n

@@ -266,8 +266,9 @@ class ExactTRPO(SafeSaveMixin, TRPO):
         shared = getattr(policy, "share_features_extractor", False)
         if shared and any(True for _ in policy.features_extractor.parameters()):
             raise ValueError(
-                f"ExactTRPO refuses a features extractor shared by actor and critic ({type(policy.features_extractor).__name__} "
-                "has parameters): the critic's regression would move the policy outside the trust region. Pass "
+                "ExactTRPO refuses a features extractor shared by actor and critic "
+                f"({type(policy.features_extractor).__name__} has parameters): the critic's regression would move the "
+                "policy outside the trust region. Pass "
                 "policy_kwargs=dict(share_features_extractor=False) to give the actor and the critic their own."
             )
         problem = closed_form_fisher_problem(policy)
@@ -290,7 +291,7 @@ class ExactTRPO(SafeSaveMixin, TRPO):
         if sub == "auto":
             m = max(1, AUTO_FISHER_DIRECTIONS // max(k, 1)) if exact else n
         elif isinstance(sub, float):
-            m = max(1, int(math.ceil(sub * n)))
+            m = max(1, math.ceil(sub * n))
         else:
             m = int(sub)
         if m >= n:
@@ -317,9 +318,7 @@ class ExactTRPO(SafeSaveMixin, TRPO):
                 return distribution_parameters(dist).clone()
             return copy.copy(dist)
 
-    def _search_direction(
-        self, obs: Any, params: list[nn.Parameter], g: th.Tensor
-    ) -> tuple[th.Tensor, str, int]:
+    def _search_direction(self, obs: Any, params: list[nn.Parameter], g: th.Tensor) -> tuple[th.Tensor, str, int]:
         """``x`` with ``(F + damping I) x = g``, the solver used and the number of Fisher states."""
         n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
         closed_form = closed_form_fisher_problem(self.policy) is None

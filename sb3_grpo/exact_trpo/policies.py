@@ -12,7 +12,14 @@ from typing import Any
 
 from stable_baselines3.common import policies as sb3_policies
 
-__all__ = ["ActorCriticCnnPolicy", "ActorCriticPolicy", "CnnPolicy", "MlpPolicy", "MultiInputActorCriticPolicy", "MultiInputPolicy"]
+__all__ = [
+    "ActorCriticCnnPolicy",
+    "ActorCriticPolicy",
+    "CnnPolicy",
+    "MlpPolicy",
+    "MultiInputActorCriticPolicy",
+    "MultiInputPolicy",
+]
 
 
 class ActorCriticPolicy(sb3_policies.ActorCriticPolicy):
