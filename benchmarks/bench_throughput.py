@@ -1,0 +1,91 @@
+"""
+Throughput side by side: training fps, update (``train()``) time and peak memory of each algorithm against its
+baseline, at the zoo hyperparameters, one torch thread, cells run one after another (never in parallel, so that
+timings are comparable), no evaluation.
+
+    python -m benchmarks.bench_throughput [--steps 30000] [--envs CartPole-v1 Acrobot-v1 Pendulum-v1]
+
+Writes ``benchmarks/results/throughput.csv`` and prints a table with ratios (GRPO and AdaptiveKLPPO against SB3
+PPO, ExactTRPO against sb3-contrib TRPO). Each measurement runs in a fresh process (peak RSS per algorithm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo"}
+
+_CHILD = r"""
+import json, resource, sys, time
+import torch as th
+th.set_num_threads(1)
+from benchmarks.harness import build
+algo, env_id, steps, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+model, _, _ = build(algo, env_id, seed)
+times = []
+original = model.train
+def timed():
+    t = time.perf_counter(); original(); times.append(time.perf_counter() - t)
+model.train = timed
+t0 = time.perf_counter()
+model.learn(steps)
+wall = time.perf_counter() - t0
+print(json.dumps({"algo": algo, "env": env_id, "steps": model.num_timesteps, "fps": model.num_timesteps / wall,
+                  "update_ms": 1000 * sum(times) / max(len(times), 1), "n_updates": len(times),
+                  "update_share": sum(times) / wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def measure(algo: str, env_id: str, steps: int, seed: int = 0) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, algo, env_id, str(steps), str(seed)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=30_000)
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
+    parser.add_argument("--algos", nargs="+", default=["ppo", "grpo", "adaptive_kl_ppo", "trpo", "exact_trpo"])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "throughput.csv"))
+    args = parser.parse_args(argv)
+    rows = []
+    for env_id in args.envs:
+        for algo in args.algos:
+            try:
+                rows.append(measure(algo, env_id, args.steps))
+            except subprocess.CalledProcessError as exc:
+                print(f"{algo} on {env_id} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
+                continue
+            r = rows[-1]
+            print(f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n")
+        for r in rows:
+            base = next((b for b in rows if b["env"] == r["env"] and b["algo"] == BASELINE_OF.get(r["algo"], r["algo"])), None)
+            ratios = (
+                (r["fps"] / base["fps"], r["update_ms"] / base["update_ms"], r["peak_rss_mb"] / base["peak_rss_mb"])
+                if base
+                else (float("nan"),) * 3
+            )
+            f.write(
+                f"{r['env']},{r['algo']},{r['steps']},{r['fps']:.0f},{r['update_ms']:.1f},{r['n_updates']},"
+                f"{r['update_share']:.2f},{r['peak_rss_mb']:.0f},{ratios[0]:.2f},{ratios[1]:.2f},{ratios[2]:.2f}\n"
+            )
+    print(Path(args.out).read_text())
+
+
+if __name__ == "__main__":
+    main()
