@@ -5,6 +5,7 @@ from importlib.metadata import version as _version
 
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
 from sb3_grpo.common.rewards import Trajectory
+from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
 from sb3_grpo.hookspecs import hookimpl
@@ -31,6 +32,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "ExactTRPO",
     "GRPO",
+    "AdaptiveKLPPO",
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",

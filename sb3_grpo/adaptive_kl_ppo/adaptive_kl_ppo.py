@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
+from collections.abc import Iterator
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -342,7 +343,8 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
             np.random.set_state(state)
         return buffer.buffer_size * buffer.n_envs
 
-    def _eval_chunks(self, n_samples: int):
+    def _eval_chunks(self, n_samples: int) -> Iterator[tuple[int, Any]]:
+        """``(start, samples)`` over the whole (flattened) batch in buffer order, in large chunks."""
         chunk = max(self.batch_size, _MIN_EVAL_CHUNK)
         for start in range(0, n_samples, chunk):
             yield start, self.rollout_buffer._get_samples(np.arange(start, min(start + chunk, n_samples)))
