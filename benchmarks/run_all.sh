@@ -13,4 +13,6 @@ python -m benchmarks.harness --algos adaptive_kl_ppo ppo --envs CartPole-v1 Acro
 # Larger envs at the budget this machine allows: 1 seed each.
 python -m benchmarks.harness --algos grpo ppo adaptive_kl_ppo trpo exact_trpo --envs LunarLander-v3 --seeds 0 --budget 200000 --eval-freq 20000 --jobs "$J"
 python -m benchmarks.harness --algos grpo ppo adaptive_kl_ppo trpo exact_trpo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 --budget 100000 --eval-freq 20000 --n-eval-episodes 5 --jobs "$J"
+# Issue 10: branching groups on Pendulum (benchmarks/sweeps/grpo_branch.yml), 3 seeds at 300k.
+python -m benchmarks.harness --algos grpo:branch --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
 python -m benchmarks.aggregate

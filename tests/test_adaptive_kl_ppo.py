@@ -15,7 +15,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from torch.distributions import Categorical, kl_divergence
 
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
-from tests.envs import TargetEnv
+from envs import TargetEnv
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(n_steps=64, batch_size=32, n_epochs=2, seed=0)

@@ -8,7 +8,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 
 from sb3_grpo.exact_trpo import ExactTRPO
-from tests.envs import TargetEnv
+from envs import TargetEnv
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))

@@ -12,7 +12,6 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
-from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
@@ -21,7 +20,7 @@ from torch.nn import functional as F
 
 from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer
-from sb3_grpo.common.kl import _check_supported, distribution_parameters, exact_kl, kl_estimate
+from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
 from sb3_grpo.common.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
@@ -35,15 +34,6 @@ KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
 
 #: Samples per forward pass when the whole batch is evaluated at once (old distributions, KL measurement).
 _MIN_EVAL_CHUNK = 1024
-
-
-def supports_exact_kl(distribution: Distribution) -> bool:
-    """Whether :func:`sb3_grpo.common.kl.exact_kl` has a closed form for this SB3 action distribution."""
-    try:
-        _check_supported(distribution)
-    except NotImplementedError:
-        return False
-    return True
 
 
 class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):

@@ -29,7 +29,7 @@ from stable_baselines3.common.distributions import (
 from torch.distributions import Bernoulli, Categorical, Normal
 from torch.distributions import kl_divergence as torch_kl
 
-__all__ = ["KL_ESTIMATORS", "distribution_parameters", "exact_kl", "kl_estimate", "torch_distributions"]
+__all__ = ["KL_ESTIMATORS", "distribution_parameters", "exact_kl", "kl_estimate", "supports_exact_kl", "torch_distributions"]
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
@@ -60,10 +60,21 @@ def _check_supported(distribution: Distribution) -> None:
         raise NotImplementedError(f"No exact KL for {type(distribution).__name__}.")
 
 
+def supports_exact_kl(distribution: Distribution) -> bool:
+    """Whether :func:`exact_kl` has a closed form for this distribution (Categorical, MultiCategorical, Bernoulli,
+    diagonal Gaussian; not gSDE, whose noise depends on the state through sampled exploration matrices)."""
+    try:
+        _check_supported(distribution)
+    except NotImplementedError:
+        return False
+    return True
+
+
 def distribution_parameters(distribution: Distribution) -> th.Tensor:
     """The parameters of a batch of SB3 action distributions, as one ``(N, d)`` tensor.
 
-    Categorical, MultiCategorical and Bernoulli: the logits. Diagonal Gaussian (gSDE included): mean and std.
+    Categorical, MultiCategorical and Bernoulli: the logits. Diagonal Gaussian: mean and std. gSDE is not supported
+    (see :func:`supports_exact_kl`).
     """
     _check_supported(distribution)
     dist = distribution.distribution

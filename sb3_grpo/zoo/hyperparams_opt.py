@@ -155,9 +155,7 @@ def convert_adaptive_kl_ppo_params(sampled_params: dict[str, Any]) -> dict[str, 
     return _convert_common(sampled_params, actor_critic=True)
 
 
-def sample_adaptive_kl_ppo_params(
-    trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict
-) -> dict[str, Any]:
+def sample_adaptive_kl_ppo_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict) -> dict[str, Any]:
     """AdaptiveKLPPO's search space: PPO's (rollout and minibatch sizes, epochs, learning rate, GAE, discount,
     entropy, gradient clipping, network) plus the KL target, initial beta, KL estimator of the loss, beta update
     rule, and whether to clip as well."""

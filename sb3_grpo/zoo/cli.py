@@ -1,0 +1,122 @@
+"""
+``sb3-grpo-zoo``: rl_zoo3's command line with sb3_grpo's algorithms registered.
+
+::
+
+    sb3-grpo-zoo train --algo grpo --env CartPole-v1            # any rl_zoo3 train flag: -n, -f, -params, --seed, ...
+    sb3-grpo-zoo enjoy --algo grpo --env CartPole-v1 -f logs/   # any rl_zoo3 enjoy flag
+    sb3-grpo-zoo train --algo adaptive_kl_ppo --env Pendulum-v1 -optimize --n-trials 50 --sampler tpe \\
+        --storage sqlite:///tune.db --study-name akl-pendulum
+    sb3-grpo-zoo train --algo ppo --env CartPole-v1             # SB3 / sb3-contrib algorithms work as in rl_zoo3
+
+For ``train`` with one of our algorithms and no ``-conf``, the default config ``zoo_configs/{algo}.yml`` (shipped
+in the package) is passed to rl_zoo3 as ``-conf``. ``plot_train``, ``plot_from_file`` and ``all_plots`` are passed
+through to rl_zoo3 unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+from sb3_grpo.zoo.registry import ALGO_PATHS, UNAVAILABLE, default_config_path, register
+
+__all__ = ["main"]
+
+COMMANDS = ("train", "enjoy", "plot_train", "plot_from_file", "all_plots")
+
+USAGE = f"""usage: sb3-grpo-zoo {{{",".join(COMMANDS)}}} [rl_zoo3 options]
+
+rl_zoo3's command line with sb3_grpo's algorithms ({", ".join(ALGO_PATHS)}) registered.
+`sb3-grpo-zoo train -h` lists the training options (all of rl_zoo3's)."""
+
+
+def _option_value(args: Sequence[str], *names: str) -> str | None:
+    """The value of the last ``--name value`` / ``--name=value`` among ``args`` (``None`` if absent)."""
+    value = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg[len(name) + 1 :]
+    return value
+
+
+def _has_conf(args: Sequence[str]) -> bool:
+    # -conf / --conf-file and argparse's unambiguous prefixes of --conf-file (--conf, --conf-f, ...)
+    return any(arg == "-conf" or arg.startswith("-conf=") or arg.startswith("--conf") for arg in args)
+
+
+def _stub_hub_download_if_needed() -> None:
+    """Let rl_zoo3's ``enjoy`` import without ``requests``.
+
+    ``rl_zoo3.load_from_hub`` (imported by ``rl_zoo3.enjoy`` only to download pretrained agents from the Hugging Face
+    hub) imports ``requests``, which recent ``huggingface_hub`` releases no longer install. Enjoying a locally trained
+    agent does not need it, so without ``requests`` the module is replaced by one whose download raises a clear error.
+    """
+    try:
+        import rl_zoo3.load_from_hub  # noqa: F401
+    except ImportError as exc:
+        import types
+
+        reason = str(exc)
+
+        def download_from_hub(*args: object, **kwargs: object) -> None:
+            raise ImportError(f"Downloading agents from the Hugging Face hub needs `pip install requests` ({reason}).")
+
+        stub = types.ModuleType("rl_zoo3.load_from_hub")
+        stub.download_from_hub = download_from_hub  # type: ignore[attr-defined]
+        sys.modules["rl_zoo3.load_from_hub"] = stub
+
+
+def _load_command(command: str) -> Callable[[], None]:
+    if command == "train":
+        from rl_zoo3.train import train
+
+        return train
+    if command == "enjoy":
+        _stub_hub_download_if_needed()
+        from rl_zoo3.enjoy import enjoy
+
+        return enjoy
+    import rl_zoo3.plots as plots
+
+    return getattr(plots, command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``sb3-grpo-zoo`` / ``python -m sb3_grpo.zoo``; ``argv`` defaults to ``sys.argv[1:]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        sys.exit(f"sb3-grpo-zoo: unknown command {command!r}; choose one of {', '.join(COMMANDS)}\n\n{USAGE}")
+
+    register()
+    if command in ("train", "enjoy"):
+        algo = _option_value(rest, "--algo")
+        if algo in UNAVAILABLE:
+            sys.exit(f"sb3-grpo-zoo: algorithm {algo!r} is not available in this installation ({UNAVAILABLE[algo]}).")
+        if command == "train" and algo is not None and not _has_conf(rest):
+            config = default_config_path(algo)
+            if config is not None:
+                rest = [*rest, "-conf", str(config)]
+            elif algo in ALGO_PATHS:
+                sys.exit(
+                    f"sb3-grpo-zoo: no default config {algo}.yml found (looked in $SB3_GRPO_ZOO_CONFIGS, the source "
+                    "checkout's zoo_configs/ and the package's zoo/configs/); pass one with -conf FILE."
+                )
+
+    old_argv = sys.argv
+    sys.argv = [f"sb3-grpo-zoo {command}", *rest]
+    try:
+        _load_command(command)()
+    finally:
+        sys.argv = old_argv
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""
+Registration of sb3_grpo's algorithms with rl_zoo3 (which has no plugin API).
+
+rl_zoo3 2.9.2 looks algorithms up in one shared dict, ``rl_zoo3.utils.ALGOS`` (re-exported as ``rl_zoo3.ALGOS`` and
+imported by ``train``, ``enjoy`` and ``exp_manager``), and Optuna search spaces in
+``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` / ``HYPERPARAMS_CONVERTER`` (imported by ``exp_manager``). Those
+are module-level objects, so adding keys to them before ``train()`` / ``enjoy()`` run (their ``--algo`` choices are
+built when they are called) is all it takes: :func:`register` does that, once.
+
+It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentManager`` that our algorithms need:
+
+- ``_preprocess_schedules`` accepts ``None`` for ``clip_range`` / ``clip_range_vf`` / ``clip_range_high``
+  (AdaptiveKLPPO's unclipped variant; rl_zoo3 raises on it) and turns ``lin_<x>`` strings for GRPO's
+  ``clip_range_high`` into schedules, as it does for ``clip_range``;
+- ``read_hyperparameters`` honours ``--trial-id 0`` (rl_zoo3 tests ``if self.trial_id:`` and silently ignores
+  trial 0).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ALGO_PATHS", "UNAVAILABLE", "available_algos", "default_config_path", "register"]
+
+#: rl-zoo key -> ``"module:Class"`` of our algorithms. Imported lazily: the zoo works with whichever exist.
+ALGO_PATHS: dict[str, str] = {
+    "grpo": "sb3_grpo.grpo:GRPO",
+    "exact_trpo": "sb3_grpo.exact_trpo:ExactTRPO",
+    "adaptive_kl_ppo": "sb3_grpo.adaptive_kl_ppo:AdaptiveKLPPO",
+}
+
+#: rl-zoo key -> why the algorithm could not be imported (filled by :func:`register`).
+UNAVAILABLE: dict[str, str] = {}
+
+#: Environment variable naming a directory with ``{algo}.yml`` files that takes precedence over the shipped ones.
+CONFIG_DIR_ENV = "SB3_GRPO_ZOO_CONFIGS"
+
+_registered: dict[str, type] | None = None
+
+
+def _import_algo(path: str) -> type:
+    module_name, _, class_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def available_algos() -> dict[str, type]:
+    """Our algorithms that import, by rl-zoo key (registers them with rl_zoo3 on first call)."""
+    return dict(register())
+
+
+def register() -> dict[str, type]:
+    """Add our algorithms, samplers and converters to rl_zoo3's tables (idempotent); returns the registered classes.
+
+    An algorithm whose import fails (e.g. not written yet, or a missing optional dependency) is left out and its
+    error kept in :data:`UNAVAILABLE`.
+    """
+    global _registered
+    if _registered is not None:
+        return _registered
+
+    import rl_zoo3.hyperparams_opt as zoo_opt
+    import rl_zoo3.utils as zoo_utils
+
+    import sb3_grpo  # noqa: F401  (registers the sb3_grpo/ gymnasium envs)
+    from sb3_grpo.zoo.hyperparams_opt import HYPERPARAMS_CONVERTER, HYPERPARAMS_SAMPLER
+
+    registered: dict[str, type] = {}
+    for key, path in ALGO_PATHS.items():
+        try:
+            cls = _import_algo(path)
+        except (ImportError, AttributeError) as exc:
+            UNAVAILABLE[key] = f"{type(exc).__name__}: {exc}"
+            continue
+        zoo_utils.ALGOS[key] = cls  # the same dict object as rl_zoo3.ALGOS and the one train/enjoy imported
+        zoo_opt.HYPERPARAMS_SAMPLER[key] = HYPERPARAMS_SAMPLER[key]
+        zoo_opt.HYPERPARAMS_CONVERTER[key] = HYPERPARAMS_CONVERTER[key]
+        registered[key] = cls
+    _patch_experiment_manager()
+    _registered = registered
+    return registered
+
+
+def default_config_path(algo: str) -> Path | None:
+    """The default hyperparameter file of one of our algorithms, or ``None`` for other algorithms.
+
+    Looked up in order: ``$SB3_GRPO_ZOO_CONFIGS/{algo}.yml``; ``zoo_configs/{algo}.yml`` of the source checkout this
+    package is imported from (the canonical, editable copy); ``sb3_grpo/zoo/configs/{algo}.yml`` inside the
+    installed package (where a wheel ships ``zoo_configs/``).
+    """
+    if algo not in ALGO_PATHS:
+        return None
+    candidates = []
+    env_dir = os.environ.get(CONFIG_DIR_ENV)
+    if env_dir:
+        candidates.append(Path(env_dir) / f"{algo}.yml")
+    package_dir = Path(__file__).resolve().parent  # sb3_grpo/zoo
+    checkout = package_dir.parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        candidates.append(checkout / "zoo_configs" / f"{algo}.yml")
+    candidates.append(package_dir / "configs" / f"{algo}.yml")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+# ------------------------------------------------------------------------------------------ ExperimentManager fixes
+_SCHEDULE_NONE_KEYS = ("clip_range", "clip_range_vf", "clip_range_high")
+
+
+def _patch_experiment_manager() -> None:
+    from rl_zoo3.exp_manager import ExperimentManager
+    from rl_zoo3.utils import SimpleLinearSchedule
+
+    if getattr(ExperimentManager, "_sb3_grpo_patched", False):
+        return
+    original_schedules = ExperimentManager._preprocess_schedules
+    original_read = ExperimentManager.read_hyperparameters
+
+    def _preprocess_schedules(hyperparams: dict[str, Any]) -> dict[str, Any]:
+        held = {key: None for key in _SCHEDULE_NONE_KEYS if key in hyperparams and hyperparams[key] is None}
+        for key in held:
+            del hyperparams[key]
+        hyperparams = original_schedules(hyperparams)
+        high = hyperparams.get("clip_range_high")
+        if isinstance(high, str):
+            _schedule, initial_value = high.split("_")
+            hyperparams["clip_range_high"] = SimpleLinearSchedule(float(initial_value))
+        hyperparams.update(held)
+        return hyperparams
+
+    def read_hyperparameters(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not (self.trial_id == 0 and self.storage and self.study_name):
+            return original_read(self)
+        # rl_zoo3 skips the study when trial_id is 0 (falsy): read the file, then apply trial 0 below the
+        # command-line overrides, exactly as rl_zoo3 does for other trial ids.
+        self.trial_id = None
+        try:
+            hyperparams, _ = original_read(self)
+        finally:
+            self.trial_id = 0
+        print("Loading trial 0 from Optuna study...")
+        hyperparams.update(self.load_trial(self.storage, self.study_name, 0))
+        if self.custom_hyperparams is not None:
+            hyperparams.update(self.custom_hyperparams)
+        saved_hyperparams = OrderedDict([(key, hyperparams[key]) for key in sorted(hyperparams.keys())])
+        return hyperparams, saved_hyperparams
+
+    ExperimentManager._preprocess_schedules = staticmethod(_preprocess_schedules)  # type: ignore[method-assign]
+    ExperimentManager.read_hyperparameters = read_hyperparameters  # type: ignore[method-assign]
+    ExperimentManager._sb3_grpo_patched = True  # type: ignore[attr-defined]
