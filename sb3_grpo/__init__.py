@@ -5,6 +5,7 @@ from importlib.metadata import version as _version
 
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
 from sb3_grpo.common.rewards import Trajectory
+import sb3_grpo.envs  # noqa: F401, E402  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO

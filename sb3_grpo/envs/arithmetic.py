@@ -85,7 +85,7 @@ class ArithmeticEnv(gym.Env):
         drawn in a 3x5 pixel font, scaled 4x: for SB3's ``VecVideoRecorder``; ``make_vec_env`` asks for it).
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -213,10 +213,20 @@ class ArithmeticEnv(gym.Env):
 
 # 3x5 pixel glyphs, one string of 15 bits (row by row) per character.
 _GLYPHS = {
-    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
-    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
-    "8": "111101111101111", "9": "111101111001111", "+": "000010111010000", "-": "000000111000000",
-    ",": "000000000010100", "=": "000111000111000",
+    "0": "111101101101111",
+    "1": "010110010010111",
+    "2": "111001111100111",
+    "3": "111001111001111",
+    "4": "101101111001001",
+    "5": "111100111001111",
+    "6": "111100111101111",
+    "7": "111001001001001",
+    "8": "111101111101111",
+    "9": "111101111001111",
+    "+": "000010111010000",
+    "-": "000000111000000",
+    ",": "000000000010100",
+    "=": "000111000111000",
 }
 
 
@@ -232,7 +242,9 @@ def render_text(text: str, scale: int = 4) -> np.ndarray:
     return np.repeat(image[:, :, None], 3, axis=2)
 
 
-def exact_match_accuracy(model: Any, n_episodes: int = 200, seed: int = 10_000, deterministic: bool = True, **env_kwargs: Any) -> float:
+def exact_match_accuracy(
+    model: Any, n_episodes: int = 200, seed: int = 10_000, deterministic: bool = True, **env_kwargs: Any
+) -> float:
     """Fraction of ``n_episodes`` fresh questions a model answers exactly (greedy answers by default).
 
     :param model: anything with SB3's ``predict(observation, deterministic=...)``.
