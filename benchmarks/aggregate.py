@@ -76,7 +76,7 @@ def load(raw: Path) -> tuple[list[dict], dict[tuple, np.ndarray]]:
 
 
 def fmt(x: float | None, spec: str = ".1f") -> str:
-    return "–" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> None:
 
     lines = ["## Per environment", ""]
     lines.append(
-        "| env | algo | seeds | budget | final eval (mean ± std) | IQM [95% CI] | solved (threshold) | median steps to threshold "
-        "| fps | fps ratio | update ms | update ratio | peak RSS MB |"
+        "| env | algo | seeds | budget | final eval (mean ± std) | IQM [95% CI] | solved (threshold) "
+        "| median steps to threshold | fps | fps ratio | update ms | update ratio | peak RSS MB |"
     )
     lines.append("|" + "---|" * 13)
     for env in envs:
@@ -113,12 +113,10 @@ def main(argv: list[str] | None = None) -> None:
             upd = [c["update_ms"] for c in cells if c["update_ms"]]
             base = by.get((env, BASELINE_OF.get(algo.split(":")[0], "ppo")))
             fps_ratio = fps / np.mean([c["fps"] for c in base]) if base else None
-            upd_ratio = (
-                np.mean(upd) / np.mean([c["update_ms"] for c in base if c["update_ms"]]) if base and upd else None
-            )
+            upd_ratio = np.mean(upd) / np.mean([c["update_ms"] for c in base if c["update_ms"]]) if base and upd else None
             lines.append(
                 f"| {env} | {algo} | {len(cells)} | {cells[0]['budget']:,} | {finals.mean():.1f} ± {finals.std():.1f} | "
-                f"{iqm(finals):.1f} [{fmt(lo)}, {fmt(hi)}] | {len(reached)}/{len(cells)} ({THRESHOLDS.get(env, '–')}) | "
+                f"{iqm(finals):.1f} [{fmt(lo)}, {fmt(hi)}] | {len(reached)}/{len(cells)} ({THRESHOLDS.get(env, '-')}) | "
                 f"{fmt(float(np.median(reached)) if reached else None, ',.0f')} | {fps:,.0f} | {fmt(fps_ratio, '.2f')} | "
                 f"{fmt(float(np.mean(upd)) if upd else None)} | {fmt(upd_ratio, '.2f')} | "
                 f"{np.max([c['peak_rss_mb'] for c in cells]):.0f} |"
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             scores[algo] = np.stack(cols, axis=1)
         estimates = interval(scores)
         lines += ["", f"## Across environments ({', '.join(common)}; {n_runs} seeds each)", ""]
-        lines.append("Normalised score = (final eval − random) / (threshold − random); 1.0 = solved threshold.")
+        lines.append("Normalised score = (final eval - random) / (threshold - random); 1.0 = solved threshold.")
         lines.append("")
         lines.append("| algo | IQM | 95% CI | mean |")
         lines.append("|---|---|---|---|")
@@ -160,7 +158,7 @@ def plots(envs, algos, by, curves, scores, out: Path) -> None:
     cols = min(3, len(envs))
     rows = int(np.ceil(len(envs) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    for ax, env in zip(axes.ravel(), envs):
+    for ax, env in zip(axes.ravel(), envs, strict=False):
         for algo in algos:
             runs = [curves[(algo, env, c["seed"])] for c in by.get((env, algo), []) if (algo, env, c["seed"]) in curves]
             if not runs:
@@ -168,7 +166,9 @@ def plots(envs, algos, by, curves, scores, out: Path) -> None:
             grid = np.linspace(0, max(r[-1, 0] for r in runs), 60)
             ys = np.stack([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
             mean = ys.mean(0)
-            band = np.array([bootstrap_ci(ys[:, j], stat=np.mean, reps=300) for j in range(len(grid))]) if len(runs) > 1 else None
+            band = (
+                np.array([bootstrap_ci(ys[:, j], stat=np.mean, reps=300) for j in range(len(grid))]) if len(runs) > 1 else None
+            )
             ax.plot(grid, mean, label=f"{algo} ({len(runs)})", color=colors[algo])
             if band is not None:
                 ax.fill_between(grid, band[:, 0], band[:, 1], color=colors[algo], alpha=0.2)
@@ -188,8 +188,12 @@ def plots(envs, algos, by, curves, scores, out: Path) -> None:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
         est = interval(scores)
         names = list(scores)
-        ax1.barh(names, [est[a][0] for a in names], xerr=np.array([[est[a][0] - est[a][1], est[a][2] - est[a][0]] for a in names]).T,
-                 color=[colors[a] for a in names])
+        ax1.barh(
+            names,
+            [est[a][0] for a in names],
+            xerr=np.array([[est[a][0] - est[a][1], est[a][2] - est[a][0]] for a in names]).T,
+            color=[colors[a] for a in names],
+        )
         ax1.set_xlabel("IQM normalised score (95% CI)")
         taus = np.linspace(0, 1.2, 100)
         for a in names:

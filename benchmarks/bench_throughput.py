@@ -37,7 +37,8 @@ model.learn(steps)
 wall = time.perf_counter() - t0
 print(json.dumps({"algo": algo, "env": env_id, "steps": model.num_timesteps, "fps": model.num_timesteps / wall,
                   "update_ms": 1000 * sum(times) / max(len(times), 1), "n_updates": len(times),
-                  "update_share": sum(times) / wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "update_share": sum(times) / wall,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -69,7 +70,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{algo} on {env_id} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
                 continue
             r = rows[-1]
-            print(f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+            print(
+                f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  RSS {r['peak_rss_mb']:.0f} MB",
+                flush=True,
+            )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
         f.write("env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n")

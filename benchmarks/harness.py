@@ -113,7 +113,9 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
         if isinstance(normalize, str):
             kwargs = eval(normalize)
         venv = VecNormalize(venv, gamma=hp.get("gamma", 0.99), **kwargs)
-        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, **{k: v for k, v in kwargs.items() if k != "norm_reward"})
+        eval_env = VecNormalize(
+            eval_env, training=False, norm_reward=False, **{k: v for k, v in kwargs.items() if k != "norm_reward"}
+        )
     cls = algorithm_class(algo)
     model = cls(policy, venv, seed=seed, device=device, verbose=0, **hp)
     return model, eval_env, {"n_envs": n_envs, "normalize": bool(normalize), **{k: repr(v) for k, v in hp.items()}}

@@ -63,8 +63,10 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     within = np.mean([model.target_kl / 1.5 <= r["kl"] <= model.target_kl * 1.5 for r in recorder.rows])
-    print(f"{len(recorder.rows)} updates; final beta {model.kl_coef:.3g}; share of updates with KL within "
-          f"[target/1.5, 1.5 target]: {within:.2f}; wrote {out}")
+    print(
+        f"{len(recorder.rows)} updates; final beta {model.kl_coef:.3g}; share of updates with KL within "
+        f"[target/1.5, 1.5 target]: {within:.2f}; wrote {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 The main job: train GRPO on CartPole-v1 with a progress bar, then print its evaluation score.
 
 GRPO has no critic: each rollout runs groups of 4 trajectories that start from the same state, and at every step
-a member's discounted reward-to-go is compared with the other members' at the same step (per-step group baseline). Hyperparameters are zoo_configs/grpo.yml's CartPole-v1
+a member's discounted reward-to-go is compared with the other members' at the same step (per-step group
+baseline). Hyperparameters are zoo_configs/grpo.yml's CartPole-v1
 entry. Takes about 20-40 s on one CPU core; prints something like ``eval: 500.0 +/- 0.0 over 10 episodes``.
 
     python examples/grpo_cartpole.py [--steps 100000] [--seed 0]

@@ -3,10 +3,10 @@
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
+from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
 from sb3_grpo.common.rewards import Trajectory
-import sb3_grpo.envs  # noqa: F401, E402  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
-from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
 from sb3_grpo.hookspecs import hookimpl
@@ -31,12 +31,12 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "ExactTRPO",
     "GRPO",
     "AdaptiveKLPPO",
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
+    "ExactTRPO",
     "PluginError",
     "Trajectory",
     "__version__",

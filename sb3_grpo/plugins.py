@@ -13,6 +13,7 @@ The plugin manager of sb3_grpo, and the registries it feeds.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import inspect
@@ -233,7 +234,9 @@ class _Registry:
 
     def _add(self, entries: dict[str, _Entry], name: str, obj: Any, plugin: str) -> None:
         if not isinstance(name, str) or not name or name != name.strip():
-            raise PluginError(f"Plugin {plugin!r} registered a {self.kind} with an invalid name {name!r}: use a non-empty string.")
+            raise PluginError(
+                f"Plugin {plugin!r} registered a {self.kind} with an invalid name {name!r}: use a non-empty string."
+            )
         if name in entries:
             raise PluginError(
                 f"Two plugins claim the {self.kind} name {name!r}: {entries[name].plugin!r} and {plugin!r}. "
@@ -322,7 +325,9 @@ def _validate_estimator(name: str, obj: Any, plugin: str) -> None:
         required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         accepts_one = len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))
         if not accepts_one:
-            raise TypeError(f"compute must take exactly one argument (the AdvantageInputs); its signature is compute{signature}")
+            raise TypeError(
+                f"compute must take exactly one argument (the AdvantageInputs); its signature is compute{signature}"
+            )
     requires = getattr(target, "requires", None)
     if requires is not None and not isinstance(requires, property):
         unknown = set(requires) - set(NEEDS)
@@ -406,10 +411,8 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     if not _is_estimator_instance(estimator):
         raise TypeError(f"Advantage estimator {label!r} produced {estimator!r}, which has no requires/compute.")
     if isinstance(name_or_obj, str):
-        try:
+        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no name
             estimator._registered_name = name_or_obj
-        except AttributeError:
-            pass
     return estimator
 
 

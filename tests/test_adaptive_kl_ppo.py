@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+from envs import TargetEnv
 from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -15,7 +16,6 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from torch.distributions import Categorical, kl_divergence
 
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
-from envs import TargetEnv
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(n_steps=64, batch_size=32, n_epochs=2, seed=0)

@@ -92,13 +92,21 @@ def test_gae_equals_sb3_rollout_buffer(seed):
     rewards, values, starts, last_values, dones = random_rollout(rng, n_steps, n_envs)
     buffer = RolloutBuffer(n_steps, spaces.Box(-1, 1, (2,)), spaces.Discrete(2), gamma=gamma, gae_lambda=lam, n_envs=n_envs)
     for t in range(n_steps):
-        buffer.add(np.zeros((n_envs, 2)), np.zeros((n_envs, 1)), rewards[t], starts[t], th.as_tensor(values[t]), th.zeros(n_envs))
+        buffer.add(
+            np.zeros((n_envs, 2)), np.zeros((n_envs, 1)), rewards[t], starts[t], th.as_tensor(values[t]), th.zeros(n_envs)
+        )
     buffer.compute_returns_and_advantage(last_values=th.as_tensor(last_values), dones=dones)
 
     ours = adv(
         "gae",
         AdvantageInputs(
-            rewards=rewards, episode_starts=starts, values=values, last_values=last_values, dones=dones, gamma=gamma, gae_lambda=lam
+            rewards=rewards,
+            episode_starts=starts,
+            values=values,
+            last_values=last_values,
+            dones=dones,
+            gamma=gamma,
+            gae_lambda=lam,
         ),
     )
     np.testing.assert_allclose(ours.advantages, buffer.advantages, atol=1e-6, rtol=0)
@@ -112,7 +120,13 @@ def test_critic_estimators_agree_at_their_limits(seed, n, gamma):
     rng = np.random.default_rng(seed)
     rewards, values, starts, last_values, dones = random_rollout(rng, n_steps=37)
     inputs = AdvantageInputs(
-        rewards=rewards, episode_starts=starts, values=values, last_values=last_values, dones=dones, gamma=gamma, gae_lambda=0.5
+        rewards=rewards,
+        episode_starts=starts,
+        values=values,
+        last_values=last_values,
+        dones=dones,
+        gamma=gamma,
+        gae_lambda=0.5,
     )
     mc = adv("monte_carlo", inputs)
     np.testing.assert_allclose(adv("n_step", inputs, n=n).returns, mc.returns, atol=1e-4)
@@ -239,7 +253,9 @@ def test_group_estimator_invariances(groups, a, b):
     np.testing.assert_allclose(per_trajectory(adv("group_mean", moved), moved), a * m0, atol=1e-6 * (1 + abs(a * m0).max()))
     # leave-one-out = G/(G-1) * (R - mean) for each group of size G
     sizes = np.array([len(groups[i]) for i in ids], dtype=float)
-    np.testing.assert_allclose(per_trajectory(adv("leave_one_out", base), base), sizes / (sizes - 1) * m0, atol=1e-6 * (1 + abs(m0).max()))
+    np.testing.assert_allclose(
+        per_trajectory(adv("leave_one_out", base), base), sizes / (sizes - 1) * m0, atol=1e-6 * (1 + abs(m0).max())
+    )
     # every group's advantages sum to zero for the mean baseline
     for i in range(len(groups)):
         assert abs(m0[ids == i].sum()) < 1e-6 * (1 + np.abs(outcomes).max())
@@ -284,11 +300,11 @@ class _Broken:
 
 def test_bad_estimator_outputs_are_named():
     inputs = group_inputs()
-    with pytest.raises(EstimatorError, match="_Broken.*shape"):
+    with pytest.raises(EstimatorError, match=r"_Broken.*shape"):
         run_estimator(_Broken(AdvantageOutputs(advantages=np.zeros(3))), inputs)
     nan = np.zeros(inputs.shape)
     nan[0, 1] = np.nan
-    with pytest.raises(EstimatorError, match="_Broken.*non-finite advantage"):
+    with pytest.raises(EstimatorError, match=r"_Broken.*non-finite advantage"):
         run_estimator(_Broken(AdvantageOutputs(advantages=nan)), inputs)
     with pytest.raises(EstimatorError, match="must return AdvantageOutputs"):
         run_estimator(_Broken("nope"), inputs)

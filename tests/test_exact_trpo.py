@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 import torch as th
+from envs import TargetEnv
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 
 from sb3_grpo.exact_trpo import ExactTRPO
-from envs import TargetEnv
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))

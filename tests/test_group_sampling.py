@@ -17,7 +17,14 @@ def test_scheduler_hands_out_whole_groups_with_shared_seeds():
     s = GroupScheduler(group_size=3, seed_root=5, first_group=10, max_groups=2)
     got = [s.next(0) for _ in range(7)]
     assert got[-1] is None
-    assert [(a.group, a.member, a.trajectory) for a in got[:6]] == [(0, 0, 0), (0, 1, 1), (0, 2, 2), (1, 0, 3), (1, 1, 4), (1, 2, 5)]
+    assert [(a.group, a.member, a.trajectory) for a in got[:6]] == [
+        (0, 0, 0),
+        (0, 1, 1),
+        (0, 2, 2),
+        (1, 0, 3),
+        (1, 1, 4),
+        (1, 2, 5),
+    ]
     assert got[0].seed == got[1].seed == got[2].seed == group_seed(5, 10)
     assert got[3].seed == group_seed(5, 11) != got[0].seed
 

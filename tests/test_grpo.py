@@ -55,7 +55,7 @@ def test_step_loss_by_hand():
     old = th.log(th.tensor([0.5, 0.5, 0.5, 0.5]))
     new = th.log(th.tensor([0.75, 0.25, 0.75, 0.55]))  # ratios 1.5, 0.5, 1.5, 1.1
     adv = th.tensor([1.0, -1.0, -1.0, 1.0])
-    per_step, surrogate, ratio, _, kl = grpo_step_loss(new, old, adv, eps_low=0.2, eps_high=0.3)
+    per_step, surrogate, _, _, kl = grpo_step_loss(new, old, adv, eps_low=0.2, eps_high=0.3)
     # min(rA, clip(r, 0.8, 1.3) A): 1.5*1 -> 1.3 ; 0.5*-1 -> min(-0.5, -0.8) = -0.8 ; 1.5*-1 -> -1.5 ; 1.1
     th.testing.assert_close(surrogate, th.tensor([1.3, -0.8, -1.5, 1.1]))
     th.testing.assert_close(per_step, -surrogate)
@@ -108,7 +108,14 @@ def test_vf_net_arch_is_ignored_with_a_warning():
 
 @pytest.mark.parametrize("n_envs", [1, 3, 8])
 def test_group_members_share_their_start_and_groups_differ(n_envs):
-    model = GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=n_envs, seed=1), groups_per_rollout=3, group_size=4, seed=3, device="cpu")
+    model = GRPO(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=n_envs, seed=1),
+        groups_per_rollout=3,
+        group_size=4,
+        seed=3,
+        device="cpu",
+    )
     model.learn(1)  # one rollout
     groups = first_obs_by_group(model.rollout_buffer, 4)
     assert len(groups) >= 2
@@ -184,7 +191,7 @@ def test_env_that_never_ends_is_refused_with_the_fix():
 
 def test_nan_reward_names_the_slot_and_step():
     model = GRPO("MlpPolicy", DummyVecEnv([TargetEnv, NaNRewardEnv]), group_size=2, n_steps=10, device="cpu")
-    with pytest.raises(ValueError, match="slot 1 .* step 3"):
+    with pytest.raises(ValueError, match=r"slot 1 .* step 3"):
         model.learn(1)
 
 
@@ -282,7 +289,9 @@ def test_same_seed_same_parameters():
 
 def test_save_load_continue_is_exact(tmp_path):
     def make():
-        return GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, beta=0.05, seed=11, device="cpu")
+        return GRPO(
+            "MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, beta=0.05, seed=11, device="cpu"
+        )
 
     straight = make()
     straight.learn(500)
@@ -341,8 +350,17 @@ def test_default_learn_budget_is_documented_and_works_without_arguments():
 def test_solves_cartpole():
     env = make_vec_env("CartPole-v1", n_envs=8, seed=0)
     model = GRPO(
-        "MlpPolicy", env, n_steps=64, group_size=4, batch_size=256, n_epochs=10, gamma=0.98,
-        learning_rate=lambda p: 1e-3 * p, advantage_estimator="group_step_baseline", seed=0, device="cpu",
+        "MlpPolicy",
+        env,
+        n_steps=64,
+        group_size=4,
+        batch_size=256,
+        n_epochs=10,
+        gamma=0.98,
+        learning_rate=lambda p: 1e-3 * p,
+        advantage_estimator="group_step_baseline",
+        seed=0,
+        device="cpu",
     )
     model.learn(100_000)
     mean, _ = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)

@@ -41,7 +41,7 @@ def _hand_kl(kind, d1, d2):
     if kind in ("categorical", "multicategorical"):
         dists1 = d1.distribution if isinstance(d1.distribution, list) else [d1.distribution]
         dists2 = d2.distribution if isinstance(d2.distribution, list) else [d2.distribution]
-        return sum((a.probs * (a.logits - b.logits)).sum(-1) for a, b in zip(dists1, dists2))
+        return sum((a.probs * (a.logits - b.logits)).sum(-1) for a, b in zip(dists1, dists2, strict=True))
     if kind == "bernoulli":
         p, q = d1.distribution.probs, d2.distribution.probs
         return (p * th.log(p / q) + (1 - p) * th.log((1 - p) / (1 - q))).sum(-1)
@@ -65,7 +65,9 @@ def test_exact_kl_matches_torch_kl_divergence():
     expected = kl_divergence(Categorical(logits=d1.distribution.logits), Categorical(logits=d2.distribution.logits))
     th.testing.assert_close(exact_kl(distribution_parameters(d1), d2), expected)
     g1, g2 = _pair("gaussian")
-    expected = kl_divergence(Normal(g1.distribution.mean, g1.distribution.stddev), Normal(g2.distribution.mean, g2.distribution.stddev))
+    expected = kl_divergence(
+        Normal(g1.distribution.mean, g1.distribution.stddev), Normal(g2.distribution.mean, g2.distribution.stddev)
+    )
     th.testing.assert_close(exact_kl(distribution_parameters(g1), g2), expected.sum(-1))
 
 

@@ -97,14 +97,18 @@ def test_hook_register_reward_functions(fresh_plugins):
 def test_unknown_name_lists_what_exists(fresh_plugins):
     with pytest.raises(UnknownNameError, match=r"Unknown advantage estimator 'gea'. Available: gae, .*group_zscore"):
         sb3_grpo.get_advantage_estimator("gea")
-    with pytest.raises(KeyError, match=r"Unknown reward function 'episodic'. Available: .*discounted_return, .*episodic_return, .*success"):
+    with pytest.raises(
+        KeyError, match=r"Unknown reward function 'episodic'. Available: .*discounted_return, .*episodic_return, .*success"
+    ):
         sb3_grpo.get_reward_function("episodic")
 
 
 def test_two_plugins_claiming_one_name_are_both_named(fresh_plugins):
     sb3_grpo.register_plugin(EstimatorPlugin(), name="first-plugin")
     sb3_grpo.register_plugin(EstimatorPlugin(), name="second-plugin")
-    with pytest.raises(PluginError, match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' and 'second-plugin'"):
+    with pytest.raises(
+        PluginError, match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' and 'second-plugin'"
+    ):
         sb3_grpo.available_advantage_estimators()
 
 
@@ -121,7 +125,9 @@ def test_a_plugin_that_raises_is_named(fresh_plugins):
             raise RuntimeError("database unreachable")
 
     sb3_grpo.register_plugin(Raising(), name="flaky-plugin")
-    with pytest.raises(PluginError, match=r"Plugin 'flaky-plugin' raised while registering reward functions: .*database unreachable"):
+    with pytest.raises(
+        PluginError, match=r"Plugin 'flaky-plugin' raised while registering reward functions: .*database unreachable"
+    ):
         sb3_grpo.available_reward_functions()
 
 
@@ -142,11 +148,17 @@ class UnknownNeed(AdvantageEstimator):
 @pytest.mark.parametrize(
     "plugin, match",
     [
-        (EstimatorPlugin(obj=TwoArgCompute), r"'bad-plugin' registered an invalid advantage estimator 'median'.*exactly one argument"),
+        (
+            EstimatorPlugin(obj=TwoArgCompute),
+            r"'bad-plugin' registered an invalid advantage estimator 'median'.*exactly one argument",
+        ),
         (EstimatorPlugin(obj=UnknownNeed), r"unknown needs \['crystal_ball'\]"),
         (EstimatorPlugin(obj=AdvantageEstimator), r"is abstract"),
         (EstimatorPlugin(obj=42), r"expected an AdvantageEstimator"),
-        (RewardPlugin(fn=lambda trajectory, scale: 1.0), r"'bad-plugin' registered an invalid reward function 'length'.*exactly one argument"),
+        (
+            RewardPlugin(fn=lambda trajectory, scale: 1.0),
+            r"'bad-plugin' registered an invalid reward function 'length'.*exactly one argument",
+        ),
         (RewardPlugin(fn="not callable"), r"not callable"),
         (RewardPlugin(name=""), r"invalid name ''"),
     ],
@@ -236,7 +248,9 @@ def test_example_plugin_found_by_entry_point(fresh_plugins):
     sources = {p["name"]: p["source"] for p in sb3_grpo.list_plugins()}
     assert sources["example"] == f"sb3-grpo-example-plugin {dist.version}"
     inputs = AdvantageInputs.from_trajectories([np.ones(1), np.ones(2), np.ones(6)], gamma=1.0, group_ids=np.zeros(3))
-    np.testing.assert_allclose(run_estimator(sb3_grpo.get_advantage_estimator("group_median"), inputs).advantages[0], [-1, 0, 4])
+    np.testing.assert_allclose(
+        run_estimator(sb3_grpo.get_advantage_estimator("group_median"), inputs).advantages[0], [-1, 0, 4]
+    )
 
 
 @needs_example

@@ -8,7 +8,15 @@ from stable_baselines3.common.monitor import Monitor
 from sb3_grpo.common.env_hooks import INFO_KEY, group_reset_class
 from sb3_grpo.common.snapshots import SnapshotError, find_snapshotter
 
-ENVS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "HalfCheetah-v5", "Hopper-v5"]
+ENVS = [
+    "CartPole-v1",
+    "Pendulum-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "HalfCheetah-v5",
+    "Hopper-v5",
+]
 
 
 def hooked(env_id):
@@ -37,7 +45,7 @@ def test_snapshot_restore_replay_is_identical(env_id):
     other = hooked(env_id)
     other.reset(seed=99)  # a different episode
     other.sb3_grpo_schedule_restore(snapshot, ticket=5)
-    obs, info = other.reset()
+    _, info = other.reset()
     assert info[INFO_KEY][0] == 5
     replay = [other.step(a)[:3] for a in actions[: len(original)]]
     for (o1, r1, d1), (o2, r2, d2) in zip(original, replay, strict=True):
@@ -66,7 +74,9 @@ def test_env_without_snapshotter_is_refused_naming_the_hook():
 
 
 def test_observation_wrappers_are_refused():
-    env = gym.wrappers.TransformObservation(gym.make("CartPole-v1"), lambda o: o * 2, gym.make("CartPole-v1").observation_space)
+    env = gym.wrappers.TransformObservation(
+        gym.make("CartPole-v1"), lambda o: o * 2, gym.make("CartPole-v1").observation_space
+    )
     with pytest.raises(SnapshotError, match="observation wrappers"):
         find_snapshotter(env)
 

@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-__all__ = ["INFO_KEY", "base_vec_env", "group_reset_class", "install_group_reset", "is_group_reset_class", "observation_digest"]
+__all__ = [
+    "INFO_KEY",
+    "base_vec_env",
+    "group_reset_class",
+    "install_group_reset",
+    "is_group_reset_class",
+    "observation_digest",
+]
 
 #: Key of the reset-info entry ``(ticket, seed, digest)`` written by a scheduled reset.
 INFO_KEY = "sb3_grpo_reset"

@@ -91,8 +91,7 @@ def check_reward_function_signature(fn: Any, name: str | None = None) -> None:
         signature.bind(None)
     except TypeError:
         raise RewardFunctionError(
-            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is "
-            f"{label}{signature}."
+            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is {label}{signature}."
         ) from None
 
 
@@ -121,7 +120,9 @@ def score_trajectory(fn: Callable, trajectory: Trajectory, name: str | None = No
             f"or an array of shape ({length},)."
         )
     if not np.all(np.isfinite(per_step)):
-        raise RewardFunctionError(f"Reward function {label!r} returned a non-finite value ({raw!r}) on {trajectory.describe()}.")
+        raise RewardFunctionError(
+            f"Reward function {label!r} returned a non-finite value ({raw!r}) on {trajectory.describe()}."
+        )
     return per_step
 
 

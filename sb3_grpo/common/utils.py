@@ -25,7 +25,9 @@ def fitting_estimators(provides: frozenset[str]) -> list[str]:
     return sorted(names)
 
 
-def make_advantage_estimator(algorithm: str, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, provides: frozenset[str]) -> Any:
+def make_advantage_estimator(
+    algorithm: str, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, provides: frozenset[str]
+) -> Any:
     """Resolve, instantiate and check an estimator for an algorithm.
 
     :param algorithm: the algorithm's name (for messages).

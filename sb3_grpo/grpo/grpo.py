@@ -321,7 +321,10 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         if self.group_loss_scale not in GROUP_LOSS_SCALES:
             fail(f"group_loss_scale must be one of {GROUP_LOSS_SCALES}, got {self.group_loss_scale!r}")
         if self.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
-            fail(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, got {self.importance_sampling_level!r}")
+            fail(
+                f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
+                f"got {self.importance_sampling_level!r}"
+            )
         if self.target_kl is not None and not self.target_kl > 0:
             fail(f"target_kl must be > 0 or None, got {self.target_kl!r}")
         if self.max_trajectory_length < 1:
@@ -355,7 +358,10 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         # Resolving now makes unknown names and misfits fail at construction, before any env step.
         if getattr(self, "_estimator", None) is None:  # a loaded model keeps its (possibly stateful) estimator
             self._estimator = make_advantage_estimator("GRPO", self.advantage_estimator, self.advantage_kwargs, GROUP_PROVIDES)
-        functions = [(f if isinstance(f, str) else getattr(f, "__name__", repr(f)), get_reward_function(f)) for f in self.reward_functions]
+        functions = [
+            (f if isinstance(f, str) else getattr(f, "__name__", repr(f)), get_reward_function(f))
+            for f in self.reward_functions
+        ]
         self._reward_combiner = RewardCombiner(functions, self.reward_weights, self.reward_aggregation)
         self.rollout_buffer = GroupRolloutBuffer(self.observation_space, self.action_space, self.device)  # type: ignore[assignment]
         # Reproducible group seeds and minibatch order, saved with the model (exact resume).
@@ -382,7 +388,14 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         return names, []
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "ref_policy", "_hooked_env", "_stats", "_rollout_start", "_snapshots_checked"]
+        return [
+            *super()._excluded_save_params(),
+            "ref_policy",
+            "_hooked_env",
+            "_stats",
+            "_rollout_start",
+            "_snapshots_checked",
+        ]
 
     # ------------------------------------------------------------------ rollouts
 
@@ -713,7 +726,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         group_ids = np.array([group_of[int(i)] for i in ids], dtype=np.int64)
         if self.verify_group_starts:
             first: dict[int, tuple[int, str]] = {}
-            for trajectory, group in zip(ids, group_ids):
+            for trajectory, group in zip(ids, group_ids, strict=True):
                 seen = first.setdefault(int(group), (int(trajectory), digests[int(trajectory)]))
                 if seen[1] != digests[int(trajectory)]:
                     env_id = self.env.get_attr("spec", indices=[0])[0] if self.env is not None else None
@@ -727,7 +740,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
 
         trajectories = []
         infos_flat = [steps_infos[i // n_envs][i % n_envs] for i in order]
-        for index, (trajectory, start, count) in enumerate(zip(ids, starts, counts)):
+        for index, (trajectory, start, count) in enumerate(zip(ids, starts, counts, strict=True)):
             sl = slice(start, start + count)
             obs_i = {k: v[sl] for k, v in observations.items()} if isinstance(observations, dict) else observations[sl]
             terminated, truncated = ends[int(trajectory)]
@@ -850,9 +863,9 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 break
 
         self._updates_done = getattr(self, "_updates_done", 0) + 1
-        if self.ref_policy is not None and self.ref_update_interval is not None:
-            if self._updates_done % self.ref_update_interval == 0:
-                self.ref_policy.load_state_dict(self.policy.state_dict())
+        interval = self.ref_update_interval
+        if self.ref_policy is not None and interval is not None and self._updates_done % interval == 0:
+            self.ref_policy.load_state_dict(self.policy.state_dict())
 
         self.logger.record("train/policy_gradient_loss", float(np.mean(pg_losses)) if pg_losses else 0.0)
         self.logger.record("train/entropy_loss", -float(np.mean(entropies)) if entropies else 0.0)
