@@ -76,3 +76,14 @@ class NaNRewardEnv(TargetEnv):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, (float("nan") if self.t == 3 else reward), terminated, truncated, info
+
+
+class NaNObservationEnv(TargetEnv):
+    """Returns a NaN observation on the second step."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.t == 2:
+            obs = obs.copy()
+            obs[0] = np.nan
+        return obs, reward, terminated, truncated, info

@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from envs import EndlessEnv, NaNRewardEnv, NoisyResetEnv, TargetEnv
+from envs import EndlessEnv, NaNObservationEnv, NaNRewardEnv, NoisyResetEnv, TargetEnv
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -186,6 +186,12 @@ def test_seeded_reset_that_is_not_reproducible_is_detected():
 def test_env_that_never_ends_is_refused_with_the_fix():
     model = GRPO("MlpPolicy", DummyVecEnv([EndlessEnv]), group_size=2, max_trajectory_length=50, device="cpu")
     with pytest.raises(RuntimeError, match="TimeLimit"):
+        model.learn(1)
+
+
+def test_nan_observation_names_the_slot_and_step():
+    model = GRPO("MlpPolicy", DummyVecEnv([TargetEnv, NaNObservationEnv]), group_size=2, n_steps=10, device="cpu")
+    with pytest.raises(ValueError, match=r"slot 1 returned a non-finite observation .* step 2"):
         model.learn(1)
 
 

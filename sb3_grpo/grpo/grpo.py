@@ -114,6 +114,23 @@ def grpo_step_loss(
     return per_step, surrogate, ratio, log_ratio, kl_ref
 
 
+def check_finite_observations(obs: Any, step: Any) -> None:
+    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation."""
+    parts = obs.items() if isinstance(obs, dict) else [(None, obs)]
+    for key, value in parts:
+        value = np.asarray(value)
+        if not np.issubdtype(value.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(value.reshape(value.shape[0], -1)).all(axis=1)
+        if bad.any():
+            slot = int(np.flatnonzero(bad)[0])
+            where = "" if key is None else f" (key {key!r})"
+            raise ValueError(
+                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) at step {int(step[slot])} of its "
+                "episode. Fix the env, or find the source with SB3's VecCheckNan wrapper."
+            )
+
+
 class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
 
@@ -499,7 +516,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
 
             raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
             running = active >= 0
-            steps_obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else obs)
+            # copies: a VecEnv may reuse its observation buffer
+            steps_obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.copy(obs))
             steps_actions.append(actions)
             steps_log_prob.append(log_prob_t.cpu().numpy())
             steps_rewards.append(np.asarray(raw_rewards, dtype=np.float64).copy())
@@ -513,6 +531,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                     f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {lengths[slot]} of its "
                     "episode. Fix the env (or wrap it to clip/replace such rewards)."
                 )
+            check_finite_observations(new_obs, lengths)
             too_long = running & (lengths > self.max_trajectory_length)
             if too_long.any():
                 raise RuntimeError(
@@ -618,7 +637,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             for slot in range(n_envs):
                 digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
 
-            for _ in range(length):
+            for segment_step in range(length):
                 if not (active >= 0).any():
                     break
                 with th.no_grad():
@@ -646,6 +665,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 steps_traj.append(active.copy())
                 steps_infos.append(infos)
                 recorded += int(running.sum())
+                check_finite_observations(new_obs, np.full(n_envs, segment_step + 1))
                 for slot in np.flatnonzero(dones & running):
                     truncated = bool(infos[slot].get("TimeLimit.truncated", False))
                     ends[int(active[slot])] = (not truncated, truncated)
@@ -709,15 +729,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
 
         if isinstance(steps_obs[0], dict):
             observations: Any = {key: gather([o[key] for o in steps_obs]) for key in steps_obs[0]}
-            finite = all(np.isfinite(v).all() for v in observations.values() if np.issubdtype(v.dtype, np.floating))
         else:
             observations = gather(steps_obs)
-            finite = not np.issubdtype(observations.dtype, np.floating) or np.isfinite(observations).all()
-        if not finite:
-            raise ValueError(
-                "The env returned non-finite observations (NaN or inf) during the rollout. Fix the env, or wrap it with "
-                "VecCheckNan / VecNormalize(clip_obs=...) to find or bound them."
-            )
         actions = gather(steps_actions)
         log_prob = gather(steps_log_prob)
         rewards = gather(steps_rewards)
