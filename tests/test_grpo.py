@@ -1,5 +1,7 @@
 """GRPO: loss oracles, group sampling over VecEnvs, errors, save/resume, determinism, devices."""
 
+import contextlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -423,3 +425,24 @@ def test_loading_with_an_env_whose_spaces_differ_is_refused(tmp_path):
     model.save(tmp_path / "m.zip")
     with pytest.raises(ValueError, match="spaces do not match"):
         GRPO.load(tmp_path / "m.zip", env=make_vec_env("Acrobot-v1"))
+
+
+def test_dead_subproc_worker_gives_a_clear_error_not_a_hang(tmp_path):
+    import os
+    import signal
+    import time
+
+    env = make_vec_env("CartPole-v1", n_envs=2, vec_env_cls=SubprocVecEnv)
+    try:
+        model = GRPO("MlpPolicy", env, n_steps=32, group_size=2, device="cpu")
+        model.learn(100)
+        os.kill(env.processes[0].pid, signal.SIGKILL)
+        time.sleep(0.5)
+        with pytest.raises(RuntimeError, match=r"worker process\(es\) \[0\] died"):
+            model.learn(200)
+        model.save(tmp_path / "still_fine.zip")
+        model.set_env(make_vec_env("CartPole-v1", n_envs=2))
+        model.learn(200, reset_num_timesteps=False)
+    finally:
+        with contextlib.suppress(BrokenPipeError):  # SB3's close() writes to the dead worker's pipe
+            env.close()

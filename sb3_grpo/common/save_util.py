@@ -8,7 +8,18 @@ import pathlib
 import zipfile
 from typing import Any
 
-__all__ = ["SafeSaveMixin"]
+__all__ = ["SafeSaveMixin", "dead_workers"]
+
+
+def dead_workers(env: Any) -> list[int]:
+    """Indices of the SubprocVecEnv worker processes under ``env`` (through VecEnv wrappers) that are not alive."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnvWrapper
+
+    while isinstance(env, VecEnvWrapper):
+        env = env.venv
+    if not isinstance(env, SubprocVecEnv):
+        return []
+    return [i for i, process in enumerate(env.processes) if not process.is_alive()]
 
 
 class SafeSaveMixin:
@@ -16,7 +27,22 @@ class SafeSaveMixin:
     ``save`` writes to a temporary file next to the target and renames it into place only once complete, so a
     save interrupted half-way (crash, KeyboardInterrupt, full disk) never destroys the previous file.
     ``load`` turns a truncated or foreign file into a ``ValueError`` that says what the file is not.
+    ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into an error that says what happened and how
+    to continue.
     """
+
+    def learn(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().learn(*args, **kwargs)  # type: ignore[misc]
+        except (BrokenPipeError, EOFError, ConnectionResetError) as exc:
+            dead = dead_workers(getattr(self, "env", None))
+            if not dead:
+                raise
+            raise RuntimeError(
+                f"SubprocVecEnv worker process(es) {dead} died (crashed or were killed), so the env cannot step any more. "
+                "The model itself is intact: save it, recreate the VecEnv, then model.set_env(new_env) and "
+                "model.learn(..., reset_num_timesteps=False)."
+            ) from exc
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:
         if isinstance(path, io.BufferedIOBase):
