@@ -204,7 +204,9 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
     :param verbose: 0 no output, 1 info messages, 2 debug messages.
-    :param seed: seed of the pseudo random generators (group seeds derive from it).
+    :param seed: seed of the pseudo random generators (group seeds derive from it). Every rollout starts by
+        reseeding torch's global generator from the model's own generator (saved with the model): that is what makes a
+        run resumed from a save, or from a checkpoint taken mid-rollout, continue exactly like the uninterrupted one.
     :param device: device (cpu, cuda, ...) on which the code runs; ``"auto"`` picks the GPU if there is one.
     :param _init_setup_model: whether or not to build the network at the creation of the instance.
     """
