@@ -131,6 +131,31 @@ def check_finite_observations(obs: Any, step: Any) -> None:
             )
 
 
+class _StepRecord:
+    """The per-step arrays of one rollout, time-major (one entry per VecEnv step), for :meth:`GRPO._build_batch`."""
+
+    def __init__(self) -> None:
+        self.obs: list[Any] = []
+        self.actions: list[np.ndarray] = []
+        self.log_prob: list[np.ndarray] = []
+        self.rewards: list[np.ndarray] = []
+        self.trajectory: list[np.ndarray] = []  # trajectory id running in each slot (-1: idle)
+        self.infos: list[list[dict]] = []
+        self.n_env_steps = 0
+
+    def add(
+        self, obs: Any, actions: np.ndarray, log_prob: np.ndarray, rewards: np.ndarray, active: np.ndarray, infos: Any
+    ) -> None:
+        # copies: a VecEnv may reuse its observation buffer
+        self.obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.copy(obs))
+        self.actions.append(actions)
+        self.log_prob.append(log_prob)
+        self.rewards.append(np.asarray(rewards, dtype=np.float64).copy())
+        self.trajectory.append(active.copy())
+        self.infos.append(infos)
+        self.n_env_steps += len(active)
+
+
 class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
 
@@ -437,6 +462,39 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             )
         return record[2]
 
+    def _env_step(
+        self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
+    ) -> tuple[Any, np.ndarray, Any] | None:
+        """Act in every slot, step the VecEnv and record the step (``None`` if a callback asked to stop).
+
+        :param episode_step: the step index each slot reaches with this step (for error messages).
+        :return: ``(new_obs, dones, infos)``.
+        """
+        with th.no_grad():
+            actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
+        actions = actions_t.cpu().numpy()
+        clipped = actions
+        if isinstance(self.action_space, spaces.Box):
+            clipped = np.clip(actions, self.action_space.low, self.action_space.high)
+        new_obs, rewards, dones, infos = env.step(clipped)
+        self.num_timesteps += env.num_envs
+        callback.update_locals(locals())
+        if not callback.on_step():
+            return None
+        self._update_info_buffer(infos, dones)
+        vec_normalize = self._vec_normalize_env
+        raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
+        running = active >= 0
+        if not np.all(np.isfinite(raw_rewards[running])):
+            slot = int(np.flatnonzero(running & ~np.isfinite(raw_rewards))[0])
+            raise ValueError(
+                f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {int(episode_step[slot])} of "
+                "its episode. Fix the env (or wrap it to clip/replace such rewards)."
+            )
+        check_finite_observations(new_obs, episode_step)
+        record.add(obs, actions, log_prob_t.cpu().numpy(), raw_rewards, active, infos)
+        return new_obs, dones, infos
+
     def collect_rollouts(  # type: ignore[override]
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
     ) -> bool:
@@ -451,7 +509,6 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         self.policy.set_training_mode(False)
         n_envs = env.num_envs
         base = base_vec_env(env)
-        vec_normalize = self._vec_normalize_env
 
         # Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see save()).
         self._rollout_start = {
@@ -492,48 +549,15 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             if reserved[slot] is not None:
                 self._schedule(env, slot, reserved[slot])
 
-        steps_obs: list[Any] = []
-        steps_actions: list[np.ndarray] = []
-        steps_log_prob: list[np.ndarray] = []
-        steps_rewards: list[np.ndarray] = []
-        steps_traj: list[np.ndarray] = []
-        steps_infos: list[list[dict]] = []
-        n_env_steps = 0
-
+        record = _StepRecord()
         while (active >= 0).any():
-            with th.no_grad():
-                actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
-            actions = actions_t.cpu().numpy()
-            clipped = actions
-            if isinstance(self.action_space, spaces.Box):
-                clipped = np.clip(actions, self.action_space.low, self.action_space.high)
-            new_obs, rewards, dones, infos = env.step(clipped)
-            self.num_timesteps += n_envs
-            n_env_steps += n_envs
-
-            callback.update_locals(locals())
-            if not callback.on_step():
-                return False
-            self._update_info_buffer(infos, dones)
-
-            raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
             running = active >= 0
-            # copies: a VecEnv may reuse its observation buffer
-            steps_obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.copy(obs))
-            steps_actions.append(actions)
-            steps_log_prob.append(log_prob_t.cpu().numpy())
-            steps_rewards.append(np.asarray(raw_rewards, dtype=np.float64).copy())
-            steps_traj.append(active.copy())
-            steps_infos.append(infos)
+            stepped = self._env_step(env, obs, callback, record, active, lengths + 1)
+            if stepped is None:
+                return False
+            new_obs, dones, infos = stepped
             recorded += int(running.sum())
             lengths[running] += 1
-            if not np.all(np.isfinite(raw_rewards[running])):
-                slot = int(np.flatnonzero(running & ~np.isfinite(raw_rewards))[0])
-                raise ValueError(
-                    f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {lengths[slot]} of its "
-                    "episode. Fix the env (or wrap it to clip/replace such rewards)."
-                )
-            check_finite_observations(new_obs, lengths)
             too_long = running & (lengths > self.max_trajectory_length)
             if too_long.any():
                 raise RuntimeError(
@@ -563,20 +587,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
 
         self._last_obs = obs  # type: ignore[assignment]
         self._group_counter += scheduler.n_groups
-        self._build_batch(
-            rollout_buffer,
-            steps_obs,
-            steps_actions,
-            steps_log_prob,
-            steps_rewards,
-            steps_traj,
-            steps_infos,
-            ends,
-            group_of,
-            digests,
-            n_env_steps,
-            scheduler.n_groups,
-        )
+        self._build_batch(rollout_buffer, record, ends, group_of, digests, scheduler.n_groups)
         callback.update_locals(locals())
         callback.on_rollout_end()
         self._rollout_start = None
@@ -595,7 +606,6 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
         n_blocks = n_envs // size
         base = base_vec_env(env)
-        vec_normalize = self._vec_normalize_env
         self._rollout_start = {
             "num_timesteps": self.num_timesteps,
             "_group_counter": self._group_counter,
@@ -609,13 +619,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         group_of: dict[int, int] = {}
         digests: dict[int, str] = {}
         ends: dict[int, tuple[bool, bool]] = {}
-        steps_obs: list[Any] = []
-        steps_actions: list[np.ndarray] = []
-        steps_log_prob: list[np.ndarray] = []
-        steps_rewards: list[np.ndarray] = []
-        steps_traj: list[np.ndarray] = []
-        steps_infos: list[list[dict]] = []
-        recorded = n_env_steps = segment_groups = new_groups = 0
+        record = _StepRecord()
+        recorded = segment_groups = new_groups = 0
 
         while recorded < target and (self.groups_per_rollout is None or segment_groups < self.groups_per_rollout):
             active = np.full(n_envs, -1, dtype=np.int64)
@@ -642,32 +647,12 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             for segment_step in range(length):
                 if not (active >= 0).any():
                     break
-                with th.no_grad():
-                    actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
-                actions = actions_t.cpu().numpy()
-                clipped = actions
-                if isinstance(self.action_space, spaces.Box):
-                    clipped = np.clip(actions, self.action_space.low, self.action_space.high)
-                new_obs, rewards, dones, infos = env.step(clipped)
-                self.num_timesteps += n_envs
-                n_env_steps += n_envs
-                callback.update_locals(locals())
-                if not callback.on_step():
-                    return False
-                self._update_info_buffer(infos, dones)
-                raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
                 running = active >= 0
-                if not np.all(np.isfinite(raw_rewards[running])):
-                    slot = int(np.flatnonzero(running & ~np.isfinite(raw_rewards))[0])
-                    raise ValueError(f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}). Fix the env.")
-                steps_obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else obs)
-                steps_actions.append(actions)
-                steps_log_prob.append(log_prob_t.cpu().numpy())
-                steps_rewards.append(np.asarray(raw_rewards, dtype=np.float64).copy())
-                steps_traj.append(active.copy())
-                steps_infos.append(infos)
+                stepped = self._env_step(env, obs, callback, record, active, np.full(n_envs, segment_step + 1))
+                if stepped is None:
+                    return False
+                new_obs, dones, infos = stepped
                 recorded += int(running.sum())
-                check_finite_observations(new_obs, np.full(n_envs, segment_step + 1))
                 for slot in np.flatnonzero(dones & running):
                     truncated = bool(infos[slot].get("TimeLimit.truncated", False))
                     ends[int(active[slot])] = (not truncated, truncated)
@@ -683,20 +668,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
 
         self._group_counter += new_groups
-        self._build_batch(
-            rollout_buffer,
-            steps_obs,
-            steps_actions,
-            steps_log_prob,
-            steps_rewards,
-            steps_traj,
-            steps_infos,
-            ends,
-            group_of,
-            digests,
-            n_env_steps,
-            segment_groups,
-        )
+        self._build_batch(rollout_buffer, record, ends, group_of, digests, segment_groups)
         self._last_obs = obs  # type: ignore[assignment]
         callback.update_locals(locals())
         callback.on_rollout_end()
@@ -706,20 +678,17 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
     def _build_batch(
         self,
         buffer: GroupRolloutBuffer,
-        steps_obs: list[Any],
-        steps_actions: list[np.ndarray],
-        steps_log_prob: list[np.ndarray],
-        steps_rewards: list[np.ndarray],
-        steps_traj: list[np.ndarray],
-        steps_infos: list[list[dict]],
+        record: _StepRecord,
         ends: dict[int, tuple[bool, bool]],
         group_of: dict[int, int],
         digests: dict[int, str],
-        n_env_steps: int,
         n_groups: int,
     ) -> None:
-        n_envs = steps_traj[0].shape[0]
-        traj = np.stack(steps_traj).reshape(-1)  # time-major (t, slot)
+        """Sort the recorded steps into whole trajectories, score them, compute advantages and fill the buffer."""
+        steps_obs, steps_infos = record.obs, record.infos
+        n_envs = record.trajectory[0].shape[0]
+        n_env_steps = record.n_env_steps
+        traj = np.stack(record.trajectory).reshape(-1)  # time-major (t, slot)
         used = np.flatnonzero(traj >= 0)
         order = used[np.argsort(traj[used], kind="stable")]  # trajectory by trajectory, steps in time order
         traj_sorted = traj[order]
@@ -733,9 +702,9 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             observations: Any = {key: gather([o[key] for o in steps_obs]) for key in steps_obs[0]}
         else:
             observations = gather(steps_obs)
-        actions = gather(steps_actions)
-        log_prob = gather(steps_log_prob)
-        rewards = gather(steps_rewards)
+        actions = gather(record.actions)
+        log_prob = gather(record.log_prob)
+        rewards = gather(record.rewards)
 
         # Check that every group really started from one state.
         group_ids = np.array([group_of[int(i)] for i in ids], dtype=np.int64)
