@@ -462,6 +462,16 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             )
         return record[2]
 
+    def _begin_rollout(self) -> None:
+        """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
+        then reseed torch's generator from the model's own, so the rollout's actions depend on saved state only."""
+        self._rollout_start = {
+            "num_timesteps": self.num_timesteps,
+            "_group_counter": self._group_counter,
+            "_np_rng": copy.deepcopy(self._np_rng),
+        }
+        th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
+
     def _env_step(
         self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
     ) -> tuple[Any, np.ndarray, Any] | None:
@@ -510,13 +520,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         n_envs = env.num_envs
         base = base_vec_env(env)
 
-        # Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see save()).
-        self._rollout_start = {
-            "num_timesteps": self.num_timesteps,
-            "_group_counter": self._group_counter,
-            "_np_rng": copy.deepcopy(self._np_rng),
-        }
-        th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
+        self._begin_rollout()
         scheduler = GroupScheduler(
             self.group_size,
             self._seed_root,
@@ -606,12 +610,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
         n_blocks = n_envs // size
         base = base_vec_env(env)
-        self._rollout_start = {
-            "num_timesteps": self.num_timesteps,
-            "_group_counter": self._group_counter,
-            "_np_rng": copy.deepcopy(self._np_rng),
-        }
-        th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
+        self._begin_rollout()
         callback.on_rollout_start()
 
         target = n_rollout_steps * n_envs
@@ -830,7 +829,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                     entropies.append(float(entropy.mean()))
                     clipped = (ratio < 1.0 - eps_low) | (ratio > 1.0 + eps_high)
                     clip_fractions.append(float(clipped.float().mean()))
-                    approx_kl = float(((th.exp(log_ratio) - 1.0) - log_ratio).mean())
+                    approx_kl = float(kl_estimate(log_ratio, "k3").mean())  # KL(pi_old || pi), as SB3's PPO logs it
                     approx_kls.append(approx_kl)
                 if self.target_kl is not None and approx_kl > 1.5 * self.target_kl:
                     continue_training = False
