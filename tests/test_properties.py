@@ -64,10 +64,12 @@ def _adv(name, inputs, **kwargs):
 def _spread_ok(steps, ids, per_step):
     """Every group is either flat or well spread (so that ``eps`` in a std division is negligible)."""
     for g in np.unique(ids):
-        values = np.concatenate([steps[i] for i in np.flatnonzero(ids == g)]) if per_step else [
-            steps[i].sum() for i in np.flatnonzero(ids == g)
-        ]
-        if 0 < np.ptp(values) and np.std(values) < 1e-2:
+        values = (
+            np.concatenate([steps[i] for i in np.flatnonzero(ids == g)])
+            if per_step
+            else [steps[i].sum() for i in np.flatnonzero(ids == g)]
+        )
+        if np.ptp(values) > 0 and np.std(values) < 1e-2:
             return False
     return True
 
@@ -369,9 +371,9 @@ def test_dense_oracle_is_not_trivially_equal(kind):
     for seed in (0, 1):
         th.manual_seed(seed)
         policies.append(
-            ActorCriticPolicy(
-                obs_space, action_space, lambda _: 1e-3, net_arch=[3], share_features_extractor=False
-            ).to(th.float64)
+            ActorCriticPolicy(obs_space, action_space, lambda _: 1e-3, net_arch=[3], share_features_extractor=False).to(
+                th.float64
+            )
         )
     obs = th.as_tensor(rng.normal(size=(4, 2)))
     a = ExactFisher(policies[0], obs)
