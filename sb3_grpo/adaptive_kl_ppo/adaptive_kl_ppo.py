@@ -55,7 +55,7 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
     is respected.
 
     Every PPO argument is accepted with PPO's meaning, so an rl-zoo PPO config ports by changing the algorithm
-    name, with one exception: **``target_kl`` is the KL target of the beta controller here**, not PPO's
+    name, with one exception: ``target_kl`` **is the KL target of the beta controller here**, not PPO's
     early-stopping threshold; PPO's early stopping is available as ``early_stop_kl``.
 
     The KL measured for the beta update (logged as ``train/kl``) is the exact, analytic mean
