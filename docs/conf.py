@@ -1,0 +1,47 @@
+"""Sphinx configuration of the sb3_grpo documentation (Read the Docs style, as SB3 and sb3-contrib).
+
+Build locally, warnings as errors, as CI does::
+
+    pip install -e ".[docs]"
+    sphinx-build -W --keep-going -b html docs docs/_build/html
+"""
+
+import os
+import sys
+
+# The package is imported from the source tree, so the docs describe the code next to them.
+sys.path.insert(0, os.path.abspath(".."))
+# Installed third-party plugins run code on import; the docs describe sb3_grpo alone.
+os.environ.setdefault("SB3_GRPO_LOAD_PLUGINS", "")
+
+import sb3_grpo
+
+project = "sb3_grpo"
+author = "sb3_grpo developers"
+copyright = "sb3_grpo developers"
+version = release = sb3_grpo.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "myst_parser",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build"]
+# Markdown pages and the included README/BENCHMARKS/CHANGELOG: $...$ maths, ::: fences, heading anchors.
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented"
+autodoc_default_options = {"show-inheritance": True}
+autoclass_content = "class"
+
+html_theme = "sphinx_rtd_theme"
+html_title = f"sb3_grpo {release}"
+html_theme_options = {"navigation_depth": 3}
+pygments_style = "sphinx"
