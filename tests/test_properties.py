@@ -120,6 +120,7 @@ def test_scaling_the_rewards(batch, name, scale):
         np.testing.assert_allclose(none_b, scale * none_a, rtol=1e-6, atol=1e-6 * (1 + np.abs(none_b).max()))
 
 
+@pytest.mark.filterwarnings("ignore:group_process")  # a batch of one flat group: the warning is right
 @SETTINGS
 @given(batch=group_batches(), name=st.sampled_from(OUTCOME + STEP), flat_group=st.integers(0, 2), value=st.integers(-9, 9))
 def test_a_group_whose_members_are_all_equal_gets_exactly_zero(batch, name, flat_group, value):
