@@ -10,7 +10,7 @@ from stable_baselines3.common.distributions import (
     MultiCategoricalDistribution,
     StateDependentNoiseDistribution,
 )
-from torch.distributions import Categorical, Normal, kl_divergence
+from torch.distributions import Bernoulli, Categorical, Normal, kl_divergence
 
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate
 
@@ -60,15 +60,46 @@ def test_exact_kl_matches_hand_formula(kind):
     th.testing.assert_close(exact_kl(distribution_parameters(d1), d1), th.zeros(5), atol=1e-6, rtol=0)
 
 
-def test_exact_kl_matches_torch_kl_divergence():
-    d1, d2 = _pair("categorical")
-    expected = kl_divergence(Categorical(logits=d1.distribution.logits), Categorical(logits=d2.distribution.logits))
-    th.testing.assert_close(exact_kl(distribution_parameters(d1), d2), expected)
-    g1, g2 = _pair("gaussian")
-    expected = kl_divergence(
-        Normal(g1.distribution.mean, g1.distribution.stddev), Normal(g2.distribution.mean, g2.distribution.stddev)
-    )
-    th.testing.assert_close(exact_kl(distribution_parameters(g1), g2), expected.sum(-1))
+def _torch_kl(kind, d1, d2):
+    """torch.distributions' own KL, summed over independent components."""
+    if kind in ("categorical", "multicategorical"):
+        dists1 = d1.distribution if isinstance(d1.distribution, list) else [d1.distribution]
+        dists2 = d2.distribution if isinstance(d2.distribution, list) else [d2.distribution]
+        return sum(
+            kl_divergence(Categorical(logits=a.logits), Categorical(logits=b.logits))
+            for a, b in zip(dists1, dists2, strict=True)
+        )
+    if kind == "bernoulli":
+        return kl_divergence(Bernoulli(logits=d1.distribution.logits), Bernoulli(logits=d2.distribution.logits)).sum(-1)
+    return kl_divergence(
+        Normal(d1.distribution.mean, d1.distribution.stddev), Normal(d2.distribution.mean, d2.distribution.stddev)
+    ).sum(-1)
+
+
+@pytest.mark.parametrize("kind", ["categorical", "multicategorical", "bernoulli", "gaussian"])
+def test_exact_kl_matches_torch_kl_divergence_values_and_gradients(kind):
+    """Our closed forms (written on tensors, for speed) against torch's kl_divergence: values and the gradient with
+    respect to the new distribution's parameters, which is what the penalty's backward pass uses."""
+    d1, d2 = _pair(kind)
+    if kind == "gaussian":  # rebuild d2 on leaves so both KLs can be differentiated
+        mean, log_std = d2.distribution.mean.detach().requires_grad_(), th.log(d2.distribution.stddev[0]).detach()
+        log_std.requires_grad_()
+        d2.proba_distribution(mean, log_std)
+        leaves = [mean, log_std]
+    else:
+        logits = th.cat(
+            [d.logits for d in d2.distribution] if isinstance(d2.distribution, list) else [d2.distribution.logits], dim=1
+        )
+        leaves = [logits.detach().requires_grad_()]
+        d2.proba_distribution(leaves[0])
+    ours = exact_kl(distribution_parameters(d1), d2)
+    theirs = _torch_kl(kind, d1, d2)
+    th.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    grads_ours = th.autograd.grad(ours.sum(), leaves, retain_graph=True)
+    grads_theirs = th.autograd.grad(theirs.sum(), leaves)
+    for a, b in zip(grads_ours, grads_theirs, strict=True):
+        assert a.abs().sum() > 0
+        th.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_exact_kl_is_differentiable_in_the_new_distribution():

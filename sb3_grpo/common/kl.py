@@ -26,10 +26,9 @@ from stable_baselines3.common.distributions import (
     MultiCategoricalDistribution,
     StateDependentNoiseDistribution,
 )
-from torch.distributions import Bernoulli, Categorical, Normal
-from torch.distributions import kl_divergence as torch_kl
+from torch.nn import functional as F
 
-__all__ = ["KL_ESTIMATORS", "distribution_parameters", "exact_kl", "kl_estimate", "supports_exact_kl", "torch_distributions"]
+__all__ = ["KL_ESTIMATORS", "distribution_parameters", "exact_kl", "kl_estimate", "supports_exact_kl"]
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
@@ -85,32 +84,46 @@ def distribution_parameters(distribution: Distribution) -> th.Tensor:
     return th.cat([dist.mean, dist.stddev], dim=1)  # type: ignore[union-attr]
 
 
-def torch_distributions(template: Distribution, params: th.Tensor) -> list[th.distributions.Distribution]:
-    """Rebuild torch distributions (one per independent action component group) from :func:`distribution_parameters`."""
-    _check_supported(template)
-    if isinstance(template, MultiCategoricalDistribution):
-        return [Categorical(logits=chunk) for chunk in th.split(params, list(template.action_dims), dim=1)]
-    if isinstance(template, CategoricalDistribution):
-        return [Categorical(logits=params)]
-    if isinstance(template, BernoulliDistribution):
-        return [Bernoulli(logits=params)]
-    mean, std = th.chunk(params, 2, dim=1)
-    return [Normal(mean, std)]
+def _categorical_kl(old_logits: th.Tensor, new_logits: th.Tensor) -> th.Tensor:
+    """``sum_k p_k (log p_k - log q_k)`` over the last dimension, from (possibly unnormalised) logits."""
+    old_log_p = th.log_softmax(old_logits, dim=-1)
+    return (old_log_p.exp() * (old_log_p - th.log_softmax(new_logits, dim=-1))).sum(dim=-1)
+
+
+def _bernoulli_kl(old_logits: th.Tensor, new_logits: th.Tensor) -> th.Tensor:
+    """Per-component ``KL(Bernoulli(sigmoid(a)) || Bernoulli(sigmoid(b)))``, through log-sigmoids (no log(0))."""
+    p = th.sigmoid(old_logits)
+    log_p, log_1mp = F.logsigmoid(old_logits), F.logsigmoid(-old_logits)
+    log_q, log_1mq = F.logsigmoid(new_logits), F.logsigmoid(-new_logits)
+    return p * (log_p - log_q) + (1 - p) * (log_1mp - log_1mq)
+
+
+def _gaussian_kl(old_mean: th.Tensor, old_std: th.Tensor, new_mean: th.Tensor, new_std: th.Tensor) -> th.Tensor:
+    """Per-component ``KL(N(m0, s0^2) || N(m1, s1^2)) = log(s1/s0) + (s0^2 + (m0 - m1)^2) / (2 s1^2) - 1/2``."""
+    var_ratio = (old_std / new_std) ** 2
+    return 0.5 * (var_ratio + ((old_mean - new_mean) / new_std) ** 2 - 1 - th.log(var_ratio))
 
 
 def exact_kl(old_params: th.Tensor, new_distribution: Distribution) -> th.Tensor:
     """Analytic ``KL(old || new)`` per state, summed over independent action dimensions.
+
+    The closed forms are written on tensors directly (no ``torch.distributions`` objects, no argument validation):
+    this runs on every minibatch of :class:`~sb3_grpo.AdaptiveKLPPO` and in ExactTRPO's line search.
+    ``tests/test_kl.py`` checks it against ``torch.distributions.kl_divergence``.
 
     :param old_params: ``(N, d)`` from :func:`distribution_parameters` of the old distribution.
     :param new_distribution: the current SB3 distribution on the same N states (differentiable).
     :return: ``(N,)`` tensor.
     """
     _check_supported(new_distribution)
-    olds = torch_distributions(new_distribution, old_params)
     current = new_distribution.distribution
-    news = list(current) if isinstance(current, (list, tuple)) else [current]
-    total = 0.0
-    for old, new in zip(olds, news, strict=True):
-        kl = torch_kl(old, new)
-        total = total + (kl.sum(dim=1) if kl.dim() > 1 else kl)
-    return total  # type: ignore[return-value]
+    if isinstance(new_distribution, MultiCategoricalDistribution):
+        chunks = th.split(old_params, list(new_distribution.action_dims), dim=1)
+        kls = [_categorical_kl(old, new.logits) for old, new in zip(chunks, current, strict=True)]  # type: ignore[arg-type]
+        return th.stack(kls, dim=1).sum(dim=1)
+    if isinstance(new_distribution, CategoricalDistribution):
+        return _categorical_kl(old_params, current.logits)  # type: ignore[union-attr]
+    if isinstance(new_distribution, BernoulliDistribution):
+        return _bernoulli_kl(old_params, current.logits).sum(dim=1)  # type: ignore[union-attr]
+    old_mean, old_std = th.chunk(old_params, 2, dim=1)
+    return _gaussian_kl(old_mean, old_std, current.mean, current.stddev).sum(dim=1)  # type: ignore[union-attr]
