@@ -313,7 +313,7 @@ def _validate_estimator(name: str, obj: Any, plugin: str) -> None:
             raise TypeError(f"{obj.__name__} has no compute(inputs) method")
         return  # a factory function: checked when it is called
     if isinstance(obj, type) and inspect.isabstract(obj):
-        raise TypeError(f"{obj.__name__} is abstract (missing {sorted(obj.__abstractmethods__)})")
+        raise TypeError(f"{obj.__name__} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
     try:
         signature = inspect.signature(compute)
     except (TypeError, ValueError):

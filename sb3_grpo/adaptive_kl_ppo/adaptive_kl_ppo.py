@@ -6,7 +6,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 import torch as th
@@ -22,6 +22,7 @@ from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPo
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
 from sb3_grpo.common.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
+from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
 
@@ -36,7 +37,7 @@ KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
 _MIN_EVAL_CHUNK = 1024
 
 
-class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
+class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 
@@ -62,6 +63,9 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
     ``KL(pi_old || pi_new)`` whenever the action distribution has a closed form (Categorical, MultiCategorical,
     Bernoulli, diagonal Gaussian), whichever ``kl_estimator`` the loss uses: a sampled estimate would add noise to
     the controller for no reason. Only without a closed form (gSDE) is it the k3 estimate on the batch's actions.
+
+    A NaN or inf reward or observation from the env stops ``learn`` with an error naming the env's index and the
+    step of its episode.
 
     Logged each update: ``train/kl_coef`` (the beta used in this update's loss; ``model.kl_coef`` already holds
     the next one), ``train/kl`` (the measured ``d``), ``train/policy_gradient_loss`` (the surrogate without the
@@ -223,6 +227,11 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
                     f"n_steps * n_envs must be > 1 with normalize_advantage=True (got n_steps={self.n_steps}, "
                     f"n_envs={self.env.num_envs}): one sample has no standard deviation."
                 )
+            if batch_size > buffer_size:
+                raise ValueError(
+                    f"AdaptiveKLPPO: batch_size ({batch_size}) is larger than the rollout, n_steps * n_envs = "
+                    f"{self.n_steps} * {self.env.num_envs} = {buffer_size}: use batch_size <= {buffer_size}, or raise n_steps."
+                )
             if buffer_size % batch_size > 0:
                 warnings.warn(
                     f"You have specified a mini-batch size of {batch_size}, but because the rollout buffer is of size "
@@ -243,7 +252,9 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
             raise ValueError(f"AdaptiveKLPPO: {message}")
 
         def positive_number(value: Any) -> bool:
-            return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                return False
+            return math.isfinite(value) and cast(float, value) > 0  # typeshed's numbers.Real declares no comparisons
 
         if not (isinstance(self.batch_size, numbers.Integral) and self.batch_size >= 1):
             fail(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
@@ -272,7 +283,7 @@ class AdaptiveKLPPO(SafeSaveMixin, OnPolicyAlgorithm):
             fail(f"early_stop_kl must be None or a number > 0, got {self.early_stop_kl!r}")
         for name in ("ent_coef", "vf_coef"):
             value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not value >= 0:
+            if not isinstance(value, numbers.Real) or not cast(float, value) >= 0:
                 fail(f"{name} must be a number >= 0, got {value!r}")
 
     def _make_kl_controller(self) -> KLController:

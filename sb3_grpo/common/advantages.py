@@ -20,7 +20,7 @@ from __future__ import annotations
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -190,7 +190,7 @@ class AdvantageEstimator(ABC):
     """
 
     #: What :meth:`compute` reads from the inputs, see :data:`NEEDS`.
-    requires: ClassVar[frozenset[str]] | frozenset[str] = frozenset()
+    requires: frozenset[str] = frozenset()
 
     @abstractmethod
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:

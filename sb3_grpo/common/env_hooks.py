@@ -98,14 +98,14 @@ def _make_reset(cls: type) -> Any:
     def reset(self: Any, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         pending = self.__dict__.pop(_PENDING, None)
         if pending is None:
-            return super(cls, self).reset(seed=seed, options=options)
+            return super(cls, self).reset(seed=seed, options=options)  # type: ignore[arg-type]  # cls is built at run time
         if pending[0] == "restore":
-            _, info = super(cls, self).reset(seed=None, options=options)
+            _, info = super(cls, self).reset(seed=None, options=options)  # type: ignore[arg-type]
             obs = _snapshotter(self).set(self, pending[1])
             info = dict(info)
             info[INFO_KEY] = (pending[2], -1, observation_digest(obs))
             return obs, info
-        obs, info = super(cls, self).reset(seed=pending[0], options=options)
+        obs, info = super(cls, self).reset(seed=pending[0], options=options)  # type: ignore[arg-type]
         info = dict(info)
         info[INFO_KEY] = (pending[1], pending[0], observation_digest(obs))
         return obs, info
@@ -151,7 +151,7 @@ def group_reset_class(base: type) -> type:
         cls.sb3_grpo_schedule_restore = _schedule_restore  # type: ignore[attr-defined]
         cls.sb3_grpo_snapshot = _snapshot  # type: ignore[attr-defined]
         cls.sb3_grpo_check_snapshots = _check_snapshots  # type: ignore[attr-defined]
-        cls.reset = _make_reset(cls)  # type: ignore[method-assign]
+        cls.reset = _make_reset(cls)  # type: ignore[attr-defined]
         _classes[name] = cls
     return cls
 

@@ -86,7 +86,8 @@ def distribution_inputs(policy: ActorCriticPolicy, obs: Any) -> th.Tensor:
 
     Works in the dtype of the actor's parameters (float64 policies included: SB3's preprocessing casts to float32).
     """
-    dtype = policy.action_net.weight.dtype
+    weight: th.Tensor = policy.action_net.weight  # type: ignore[assignment]  # SB3 types action_net as nn.Module
+    dtype = weight.dtype
     features = policy.pi_features_extractor(
         _cast_obs(preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images), dtype)
     )
@@ -125,7 +126,7 @@ def directions_per_state(policy: ActorCriticPolicy) -> int:
         return 1 if dist.action_dim == 2 else int(dist.action_dim)
     if isinstance(dist, BernoulliDistribution):
         return int(dist.action_dims)
-    return int(dist.action_dim)
+    return int(dist.action_dim)  # type: ignore[attr-defined]  # every SB3 distribution sets it; the base class does not declare it
 
 
 def distribution_fisher_factor(policy: ActorCriticPolicy, z: th.Tensor) -> th.Tensor:
@@ -301,7 +302,7 @@ class ExactFisher:
         handles = []
 
         def hook(module: nn.Module, inputs: tuple[th.Tensor, ...], output: th.Tensor) -> None:
-            records.setdefault(module, []).append((inputs[0], output))  # type: ignore[index]
+            records.setdefault(module, []).append((inputs[0], output))  # type: ignore[arg-type]  # registered on nn.Linear only
 
         for module in self.policy.modules():
             if isinstance(module, nn.Linear):
@@ -376,6 +377,7 @@ class ExactFisher:
         """Inverse of :meth:`split`."""
         if self.log_std_index is None:
             return v_net
+        assert v_ls is not None, "a policy with a log_std parameter needs its part of the vector"
         out = v_net.new_zeros(self.n_params)
         for i in self.net_indices:
             out[self.offsets[i] : self.offsets[i + 1]] = v_net[self.net_offsets[i] : self.net_offsets[i] + self.sizes[i]]

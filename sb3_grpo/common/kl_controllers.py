@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 __all__ = [
     "KL_CONTROLLERS",
@@ -215,7 +215,8 @@ def _check_number(
         raise ValueError(f"{name} must be a number, got {value!r}.")
     if math.isinf(value) and not allow_inf:
         raise ValueError(f"{name} must be finite, got {value!r}.")
-    if minimum is not None and value < minimum:
+    number = cast(float, value)  # a numbers.Real compares like a float; typeshed's Real declares no comparisons
+    if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}.")
-    if exclusive_minimum is not None and not value > exclusive_minimum:
+    if exclusive_minimum is not None and not number > exclusive_minimum:
         raise ValueError(f"{name} must be > {exclusive_minimum}, got {value!r}.")

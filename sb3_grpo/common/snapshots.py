@@ -32,7 +32,7 @@ class StateSnapshotter:
 
 
 def _wrappers(env: gym.Env) -> list[gym.Env]:
-    chain = []
+    chain: list[gym.Env] = []
     while isinstance(env, gym.Wrapper):
         chain.append(env)
         env = env.env
@@ -50,7 +50,7 @@ def set_episode_clock(env: gym.Env, clock: list[int]) -> None:
     if len(limits) != len(clock):
         raise SnapshotError(f"The snapshot has {len(clock)} TimeLimit clocks but the env has {len(limits)}.")
     for wrapper, elapsed in zip(limits, clock, strict=True):
-        wrapper._elapsed_steps = elapsed
+        wrapper._elapsed_steps = elapsed  # type: ignore[assignment]  # gymnasium's TimeLimit types it as its initial None
 
 
 def observation_wrappers(env: gym.Env) -> list[str]:

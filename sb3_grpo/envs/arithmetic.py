@@ -86,6 +86,7 @@ class ArithmeticEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    observation_space: spaces.MultiDiscrete
 
     def __init__(
         self,
@@ -255,7 +256,8 @@ def exact_match_accuracy(
     correct = 0
     for i in range(n_episodes):
         obs, _ = env.reset(seed=seed + i)
-        done, info = False, {}
+        done = False
+        info: dict[str, Any] = {}
         while not done:
             action, _ = model.predict(obs, deterministic=deterministic)
             obs, _, terminated, truncated, info = env.step(action)

@@ -27,21 +27,24 @@ class ActorCriticPolicy(sb3_policies.ActorCriticPolicy):
     by default (all other arguments unchanged)."""
 
     def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+        kwargs["share_features_extractor"] = share_features_extractor
+        super().__init__(*args, **kwargs)
 
 
 class ActorCriticCnnPolicy(sb3_policies.ActorCriticCnnPolicy):
     """SB3's CNN actor-critic policy with ``share_features_extractor=False`` by default."""
 
     def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+        kwargs["share_features_extractor"] = share_features_extractor
+        super().__init__(*args, **kwargs)
 
 
 class MultiInputActorCriticPolicy(sb3_policies.MultiInputActorCriticPolicy):
     """SB3's dict-observation actor-critic policy with ``share_features_extractor=False`` by default."""
 
     def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        super().__init__(*args, share_features_extractor=share_features_extractor, **kwargs)
+        kwargs["share_features_extractor"] = share_features_extractor
+        super().__init__(*args, **kwargs)
 
 
 MlpPolicy = ActorCriticPolicy

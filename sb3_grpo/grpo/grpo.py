@@ -286,7 +286,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         if use_sde:
             raise ValueError("GRPO does not support gSDE: remove use_sde=True (and sde_sample_freq) from the arguments.")
         super().__init__(
-            policy,
+            policy,  # type: ignore[arg-type]  # SB3 types on-policy policies as ActorCriticPolicy; GRPO's is actor only
             env,
             learning_rate=learning_rate,
             n_steps=n_steps,
@@ -547,7 +547,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             active[slot] = assignment.trajectory
             group_of[assignment.trajectory] = assignment.group
         obs = env.reset()
-        for slot in np.flatnonzero(active >= 0):
+        for slot in np.flatnonzero(active >= 0).tolist():
             digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
             reserved[slot] = scheduler.next(recorded)
             if reserved[slot] is not None:
@@ -571,7 +571,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                     "with max_episode_steps), or raise max_trajectory_length if such long episodes are intended."
                 )
 
-            for slot in np.flatnonzero(dones & running):
+            for slot in np.flatnonzero(dones & running).tolist():
                 trajectory = int(active[slot])
                 truncated = bool(infos[slot].get("TimeLimit.truncated", False))
                 ends[trajectory] = (not truncated, truncated)
@@ -652,7 +652,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                     return False
                 new_obs, dones, infos = stepped
                 recorded += int(running.sum())
-                for slot in np.flatnonzero(dones & running):
+                for slot in np.flatnonzero(dones & running).tolist():
                     truncated = bool(infos[slot].get("TimeLimit.truncated", False))
                     ends[int(active[slot])] = (not truncated, truncated)
                     active[slot] = -1
@@ -663,7 +663,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 pivot = block * size + int(pivots[block])
                 alive = active[pivot] >= 0
                 snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
-            for slot in np.flatnonzero(active >= 0):
+            for slot in np.flatnonzero(active >= 0).tolist():
                 ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
 
         self._group_counter += new_groups
@@ -742,9 +742,9 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 )
             )
         outcomes, step_rewards, _ = self._reward_combiner(trajectories)
-        terminated = np.array([t.terminated for t in trajectories])
+        terminated_flags = np.array([t.terminated for t in trajectories])
         inputs = AdvantageInputs.from_trajectories(
-            step_rewards, self.gamma, outcome_rewards=outcomes, group_ids=group_ids, terminated=terminated
+            step_rewards, self.gamma, outcome_rewards=outcomes, group_ids=group_ids, terminated=terminated_flags
         )
         outputs = run_estimator(self._estimator, inputs)
         advantages = np.asarray(outputs.advantages).T[inputs.valid.T]

@@ -190,11 +190,13 @@ class CnnPolicy(ActorPolicy):
     """Actor-only policy with SB3's NatureCNN features extractor (image observations). See :class:`ActorPolicy`."""
 
     def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = NatureCNN, **kwargs: Any):
-        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+        kwargs["features_extractor_class"] = features_extractor_class
+        super().__init__(*args, **kwargs)
 
 
 class MultiInputPolicy(ActorPolicy):
     """Actor-only policy for Dict observation spaces (SB3's CombinedExtractor). See :class:`ActorPolicy`."""
 
     def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = CombinedExtractor, **kwargs: Any):
-        super().__init__(*args, features_extractor_class=features_extractor_class, **kwargs)
+        kwargs["features_extractor_class"] = features_extractor_class
+        super().__init__(*args, **kwargs)
