@@ -119,7 +119,8 @@ def exact_kl(old_params: th.Tensor, new_distribution: Distribution) -> th.Tensor
     current = new_distribution.distribution
     if isinstance(new_distribution, MultiCategoricalDistribution):
         chunks = th.split(old_params, list(new_distribution.action_dims), dim=1)
-        kls = [_categorical_kl(old, new.logits) for old, new in zip(chunks, current, strict=True)]  # type: ignore[arg-type]
+        # SB3 types .distribution as one torch Distribution; MultiCategorical's is a list of Categoricals
+        kls = [_categorical_kl(old, new.logits) for old, new in zip(chunks, current, strict=True)]  # type: ignore[arg-type,attr-defined]
         return th.stack(kls, dim=1).sum(dim=1)
     if isinstance(new_distribution, CategoricalDistribution):
         return _categorical_kl(old_params, current.logits)  # type: ignore[union-attr]
