@@ -28,6 +28,7 @@ from sb3_grpo.common.fisher import (
     directions_per_state,
 )
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
+from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
@@ -50,7 +51,7 @@ def _index_obs(obs: Any, idx: Any) -> Any:
     return obs[idx]
 
 
-class ExactTRPO(SafeSaveMixin, TRPO):
+class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 
@@ -62,7 +63,8 @@ class ExactTRPO(SafeSaveMixin, TRPO):
     ``alpha = sqrt(2 target_kl / g^T x)``, followed by a backtracking line search that accepts only a step whose mean
     exact ``KL(pi_old || pi_new)`` is at most ``target_kl`` and that improves the surrogate. The critic is then
     regressed for ``n_critic_updates`` epochs, as in TRPO. Every argument of sb3-contrib's TRPO keeps its meaning, so a
-    TRPO configuration ports by changing the algorithm's name.
+    TRPO configuration ports by changing the algorithm's name. A NaN or inf reward or observation from the env stops
+    ``learn`` with an error naming the env's index and the step of its episode.
 
     Paper: https://arxiv.org/abs/1502.05477
 
@@ -221,6 +223,12 @@ class ExactTRPO(SafeSaveMixin, TRPO):
             fail(f"sub_sampling_factor must be >= 1, got {self.sub_sampling_factor!r}")
         if self.cg_max_steps < 1:
             fail(f"cg_max_steps must be >= 1, got {self.cg_max_steps!r}")
+        if self.env is not None and self.batch_size > self.n_steps * self.env.num_envs:
+            fail(
+                f"batch_size (the critic's minibatch, {self.batch_size}) is larger than the rollout, n_steps * n_envs = "
+                f"{self.n_steps} * {self.env.num_envs} = {self.n_steps * self.env.num_envs}: use batch_size <= "
+                f"{self.n_steps * self.env.num_envs}, or raise n_steps."
+            )
         if not 0 <= self.line_search_accept_ratio < 1:
             fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
         if not self.fisher_memory_budget > 0:
