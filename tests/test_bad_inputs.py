@@ -1,0 +1,287 @@
+"""Bad inputs, across the three algorithms: each is a clear error that names the argument (or the env, function or
+estimator at fault) and the fix, raised before any training step.
+
+Audit of the issue's list (where each case is tested):
+
+- invalid hyperparameters: here (the ones not already in the algorithm's own test file), and
+  ``test_grpo.py::test_bad_arguments_fail_before_any_step``, ``test_exact_trpo.py::test_refusals``,
+  ``test_adaptive_kl_ppo.py::test_bad_arguments_fail_at_construction_naming_the_argument``;
+- an action space a policy cannot handle: here, all three;
+- an env whose seeded resets are not reproducible, an env that never ends an episode: GRPO only
+  (``test_grpo.py``), which needs both (group members replay one seeded start; a group needs whole
+  trajectories). ExactTRPO and AdaptiveKLPPO never reseed the env and bootstrap unfinished episodes with the critic,
+  so neither is an error for them;
+- NaN or inf rewards or observations: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here;
+- a reward function (GRPO only) or an advantage estimator returning the wrong shape or NaN: here, in training
+  (``test_estimators.py`` and ``test_reward_functions.py`` test the checks themselves);
+- unknown plugin names: here, all three;
+- a model loaded with an env whose spaces differ: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here.
+"""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from envs import NaNObservationEnv, NaNRewardEnv, TargetEnv
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+from sb3_grpo import GRPO, AdaptiveKLPPO, AdvantageEstimator, AdvantageOutputs, ExactTRPO
+from sb3_grpo.common.advantages import EstimatorError
+from sb3_grpo.common.rewards import RewardFunctionError
+from sb3_grpo.plugins import UnknownNameError
+
+ALGOS = {
+    "grpo": (GRPO, dict(n_steps=10, group_size=2)),
+    "exact_trpo": (ExactTRPO, dict(n_steps=16, batch_size=16, n_critic_updates=2)),
+    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=16, batch_size=16, n_epochs=1)),
+}
+CRITIC_ALGOS = ["exact_trpo", "adaptive_kl_ppo"]
+
+
+class CountingEnv(TargetEnv):
+    """TargetEnv that counts every ``step`` of every instance (class-wide)."""
+
+    steps = 0
+
+    def step(self, action):
+        CountingEnv.steps += 1
+        return super().step(action)
+
+
+class InfRewardEnv(TargetEnv):
+    """An inf reward on the fourth step."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, (float("inf") if self.t == 4 else reward), terminated, truncated, info
+
+
+class NaNTerminalObservationEnv(TargetEnv):
+    """The last observation of each episode (which the VecEnv keeps in ``terminal_observation``) is NaN."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if terminated:
+            obs = np.full_like(obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+
+class TupleActionEnv(gym.Env):
+    observation_space = spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+    action_space = spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3)))
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, dtype=np.float32), 0.0, True, False, {}
+
+
+def _make(name, env=None, **kwargs):
+    cls, defaults = ALGOS[name]
+    env = env if env is not None else DummyVecEnv([TargetEnv, TargetEnv])
+    return cls("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu", **{**defaults, **kwargs})
+
+
+def _params(model):
+    return [p.detach().clone() for p in model.policy.parameters()]
+
+
+def _unchanged(model, before):
+    return all(th.equal(a, b) for a, b in zip(before, _params(model), strict=True))
+
+
+# ---------------------------------------------------------------- hyperparameters
+
+
+BAD_ARGUMENTS = [
+    # GRPO (group_size, beta, loss_type, ... are in test_grpo.py)
+    ("grpo", dict(beta=float("nan")), "beta must be a finite number >= 0"),
+    ("grpo", dict(n_epochs=0), "n_epochs must be >= 1"),
+    ("grpo", dict(batch_size=0), "batch_size must be >= 1 or None"),
+    ("grpo", dict(target_kl=-0.01), "target_kl must be > 0 or None"),
+    ("grpo", dict(max_trajectory_length=0), "max_trajectory_length must be >= 1"),
+    ("grpo", dict(ent_coef=-0.1), "ent_coef must be >= 0"),
+    ("grpo", dict(group_size=4, branch_every=2), r"branch_every needs n_envs to be a multiple of group_size.*n_envs=4"),
+    # ExactTRPO (fisher_solver, cg_damping=0, fisher_subsample=1.5, target_kl=0 are in test_exact_trpo.py)
+    ("exact_trpo", dict(target_kl=-0.01), "target_kl .*delta.* must be > 0"),
+    ("exact_trpo", dict(batch_size=64), r"batch_size .* larger than the rollout, n_steps \* n_envs = 16 \* 2 = 32.*<= 32"),
+    ("exact_trpo", dict(fisher_solver="cg", cg_damping=-0.1), "cg_damping must be >= 0"),
+    ("exact_trpo", dict(line_search_shrinking_factor=1.5), r"line_search_shrinking_factor must be in \(0, 1\)"),
+    ("exact_trpo", dict(line_search_max_iter=0), "line_search_max_iter must be >= 1"),
+    ("exact_trpo", dict(sub_sampling_factor=0), "sub_sampling_factor must be >= 1"),
+    ("exact_trpo", dict(cg_max_steps=0), "cg_max_steps must be >= 1"),
+    ("exact_trpo", dict(line_search_accept_ratio=1.0), r"line_search_accept_ratio must be in \[0, 1\)"),
+    ("exact_trpo", dict(fisher_memory_budget=0), "fisher_memory_budget must be > 0"),
+    ("exact_trpo", dict(fisher_subsample=0), "fisher_subsample must be"),
+    # AdaptiveKLPPO (kl_coef, target_kl, kl_estimator, ... are in test_adaptive_kl_ppo.py)
+    ("adaptive_kl_ppo", dict(batch_size=64), r"batch_size \(64\) is larger than the rollout.*= 32.*<= 32"),
+    ("adaptive_kl_ppo", dict(n_epochs=0), "n_epochs must be an integer >= 1"),
+    ("adaptive_kl_ppo", dict(vf_coef=-1.0), "vf_coef must be a number >= 0"),
+    ("adaptive_kl_ppo", dict(ent_coef=-0.01), "ent_coef must be a number >= 0"),
+    ("adaptive_kl_ppo", dict(clip_range_vf=0.0), "clip_range_vf must be None, a number > 0"),
+    ("adaptive_kl_ppo", dict(kl_coef=float("nan")), "kl_coef"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # sb3-contrib's, before our error
+@pytest.mark.parametrize("name, kwargs, match", BAD_ARGUMENTS, ids=[f"{a}-{next(iter(k))}" for a, k, _ in BAD_ARGUMENTS])
+def test_invalid_hyperparameters_fail_at_construction_naming_the_argument(name, kwargs, match):
+    CountingEnv.steps = 0
+    with pytest.raises(ValueError, match=match):
+        _make(name, DummyVecEnv([CountingEnv, CountingEnv]), **kwargs)
+    assert CountingEnv.steps == 0
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_an_action_space_no_policy_can_handle_is_refused_naming_it(name):
+    with pytest.raises(AssertionError, match=r"only supports .* as action spaces but Tuple"):
+        _make(name, DummyVecEnv([TupleActionEnv]))
+
+
+# ---------------------------------------------------------------- non-finite env outputs
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # VecNormalize's statistics of an inf reward
+@pytest.mark.parametrize("normalized", [False, True], ids=["raw", "vecnormalize"])
+@pytest.mark.parametrize(
+    "env_cls, match",
+    [
+        (NaNRewardEnv, r"Env 1 \(its index in the VecEnv\) returned a non-finite reward \(nan\) at step 3 of its episode"),
+        (InfRewardEnv, r"Env 1 .* non-finite reward \(inf\) at step 4 of its episode"),
+        (NaNObservationEnv, r"Env 1 .* non-finite observation \(NaN or inf\) at step 2 of its episode.*VecCheckNan"),
+        (NaNTerminalObservationEnv, r"Env 1 .* non-finite terminal observation .* at step 5 of its episode"),
+    ],
+    ids=["nan_reward", "inf_reward", "nan_observation", "nan_terminal_observation"],
+)
+@pytest.mark.parametrize("name", CRITIC_ALGOS)
+def test_non_finite_env_output_names_the_env_and_step_before_any_update(name, env_cls, match, normalized):
+    env = DummyVecEnv([TargetEnv, env_cls])
+    if normalized:  # the check sees the env's own values, not the normalised (clipped) ones
+        env = VecNormalize(env)
+    model = _make(name, env)
+    before = _params(model)
+    with pytest.raises(ValueError, match=match):
+        model.learn(64)
+    assert model._n_updates == 0 and _unchanged(model, before)
+
+
+@pytest.mark.parametrize("name", CRITIC_ALGOS)
+def test_the_episode_step_counts_on_across_learn_calls(name):
+    class LateNaN(TargetEnv):
+        """NaN reward at the 7th step of an episode of 10; the first learn call stops after step 4."""
+
+        def __init__(self):
+            super().__init__(length=10)
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            return obs, (float("nan") if self.t == 7 else reward), terminated, truncated, info
+
+    model = _make(name, DummyVecEnv([LateNaN]), n_steps=4, batch_size=4)
+    model.learn(4)
+    with pytest.raises(ValueError, match=r"Env 0 .* non-finite reward \(nan\) at step 7 of its episode"):
+        model.learn(8, reset_num_timesteps=False)
+
+
+# ---------------------------------------------------------------- estimators and reward functions
+
+
+class NaNCriticEstimator(AdvantageEstimator):
+    requires = frozenset({"values", "step_rewards"})
+
+    def compute(self, inputs):
+        advantages = np.zeros(inputs.shape)
+        advantages[1, 0] = np.nan
+        return AdvantageOutputs(advantages=advantages, returns=np.zeros(inputs.shape))
+
+
+class FlatCriticEstimator(AdvantageEstimator):
+    requires = frozenset({"values", "step_rewards"})
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=np.zeros(inputs.shape[0]), returns=np.zeros(inputs.shape))
+
+
+class NaNGroupEstimator(AdvantageEstimator):
+    requires = frozenset({"outcome_rewards", "group_ids"})
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=inputs.broadcast(np.full(inputs.shape[1], np.nan)))
+
+
+class FlatGroupEstimator(AdvantageEstimator):
+    requires = frozenset({"outcome_rewards", "group_ids"})
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=np.zeros(inputs.shape[1]))
+
+
+@pytest.mark.parametrize(
+    "name, estimator, match",
+    [
+        ("grpo", NaNGroupEstimator, r"'NaNGroupEstimator' returned a non-finite advantage"),
+        ("grpo", FlatGroupEstimator, r"'FlatGroupEstimator' returned advantages of shape"),
+        ("exact_trpo", NaNCriticEstimator, r"'NaNCriticEstimator' returned a non-finite advantage \(nan\) at step 1"),
+        ("exact_trpo", FlatCriticEstimator, r"'FlatCriticEstimator' returned advantages of shape \(16,\); expected \(16, 2\)"),
+        ("adaptive_kl_ppo", NaNCriticEstimator, r"'NaNCriticEstimator' returned a non-finite advantage"),
+        ("adaptive_kl_ppo", FlatCriticEstimator, r"'FlatCriticEstimator' returned advantages of shape"),
+    ],
+)
+def test_a_broken_estimator_is_named_before_any_update(name, estimator, match):
+    model = _make(name, advantage_estimator=estimator)
+    before = _params(model)
+    with pytest.raises(EstimatorError, match=match):
+        model.learn(64)
+    assert model._n_updates == 0 and _unchanged(model, before)
+
+
+def nan_reward(trajectory):
+    return float("nan")
+
+
+def two_rewards(trajectory):
+    return np.zeros(2) if trajectory.length != 2 else np.zeros(3)
+
+
+@pytest.mark.parametrize(
+    "fn, match",
+    [
+        (nan_reward, r"Reward function 'nan_reward' returned a non-finite value"),
+        (two_rewards, r"'two_rewards' returned shape"),
+    ],
+)
+def test_a_broken_reward_function_is_named_before_any_update(fn, match):
+    model = _make("grpo", reward_functions=[fn])
+    before = _params(model)
+    with pytest.raises(RewardFunctionError, match=match):
+        model.learn(64)
+    assert model._n_updates == 0 and _unchanged(model, before)
+
+
+# ---------------------------------------------------------------- plugin names, loading
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_unknown_advantage_estimator_lists_what_exists(name):
+    with pytest.raises(UnknownNameError, match=r"no_such_estimator.*Available: .*(gae|group_zscore)"):
+        _make(name, advantage_estimator="no_such_estimator")
+
+
+def test_unknown_reward_function_lists_what_exists():
+    with pytest.raises(UnknownNameError, match=r"no_such_reward.*episodic_return"):
+        _make("grpo", reward_functions=["episodic_return", "no_such_reward"])
+
+
+@pytest.mark.parametrize("name", CRITIC_ALGOS)
+@pytest.mark.parametrize("other", ["observation", "action"])
+def test_loading_with_an_env_whose_spaces_differ_is_refused(name, other, tmp_path):
+    model = _make(name)
+    model.save(tmp_path / "m.zip")
+    if other == "observation":
+        env, match = DummyVecEnv([lambda: gym.make("CartPole-v1")]), "Observation spaces do not match"
+    else:
+        env, match = DummyVecEnv([lambda: TargetEnv("multidiscrete")]), "Action spaces do not match"
+    with pytest.raises(ValueError, match=match):
+        ALGOS[name][0].load(tmp_path / "m.zip", env=env, device="cpu")
