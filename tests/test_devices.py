@@ -1,0 +1,68 @@
+"""Every algorithm trains, saves, loads and predicts on each available device, and a model saved on one device
+loads and trains on the other (CUDA cases are skipped without a CUDA device)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch as th
+from envs import TargetEnv
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+
+CUDA = th.cuda.is_available()
+DEVICES = ["cpu", "cuda"]
+ALGOS = {
+    "grpo": (GRPO, dict(n_steps=20, group_size=2, beta=0.05)),
+    "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
+    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=32, batch_size=32, n_epochs=2)),
+}
+OBS = np.array([[1.0, -0.5, 0.0, 0.0], [0.2, 0.3, 0.0, 0.0]], dtype=np.float32)
+
+
+def _env():
+    return make_vec_env(TargetEnv, n_envs=2, seed=0, env_kwargs=dict(kind="box"))
+
+
+def _device_params():
+    out = []
+    for train, load in itertools.product(DEVICES, DEVICES):
+        marks = [] if CUDA or "cuda" not in (train, load) else [pytest.mark.skip(reason="no CUDA device")]
+        out.append(pytest.param(train, load, marks=marks, id=f"{train}-to-{load}"))
+    return out
+
+
+def _on(model, device):
+    return all(p.device.type == device for p in model.policy.parameters())
+
+
+@pytest.mark.parametrize("train_device, load_device", _device_params())
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_train_save_load_predict_across_devices(name, train_device, load_device, tmp_path):
+    cls, kwargs = ALGOS[name]
+    model = cls("MlpPolicy", _env(), policy_kwargs=dict(net_arch=[16]), seed=0, device=train_device, **kwargs)
+    model.learn(128)
+    assert _on(model, train_device)
+    if name == "grpo":
+        assert all(p.device.type == train_device for p in model.ref_policy.parameters())
+    if name == "exact_trpo":
+        assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+    action, _ = model.predict(OBS, deterministic=True)
+    assert action.shape == (2, 2) and np.all(np.isfinite(action))
+    model.save(tmp_path / "model.zip")
+
+    loaded = cls.load(tmp_path / "model.zip", env=_env(), device=load_device)
+    assert _on(loaded, load_device)
+    for a, b in zip(model.policy.parameters(), loaded.policy.parameters(), strict=True):
+        th.testing.assert_close(a.detach().cpu(), b.detach().cpu(), rtol=0, atol=0)
+    np.testing.assert_allclose(loaded.predict(OBS, deterministic=True)[0], action, rtol=1e-5, atol=1e-6)
+    if name == "adaptive_kl_ppo":
+        assert loaded.kl_coef == model.kl_coef
+    loaded.learn(64, reset_num_timesteps=False)  # the optimizer state moved along with the parameters
+    assert _on(loaded, load_device) and loaded.num_timesteps >= model.num_timesteps + 64
+    for state in loaded.policy.optimizer.state.values():
+        for value in state.values():
+            if th.is_tensor(value) and value.dim() > 0:
+                assert value.device.type == load_device
+    loaded.save(tmp_path / "again.zip")
