@@ -8,6 +8,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 
+from sb3_grpo.common.fisher import ExactFisher, actor_parameters
 from sb3_grpo.exact_trpo import ExactTRPO
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
@@ -91,6 +92,7 @@ def test_save_load_continue(tmp_path):
         "fisher_solver",
         "fisher_subsample",
         "fisher_memory_budget",
+        "fisher_refine_tol",
         "line_search_accept_ratio",
         "target_kl",
         "cg_damping",
@@ -123,6 +125,34 @@ def test_forced_solvers_and_sub_sampling():
         assert model.logger.name_to_value["train/fisher_solver"] == expected
 
 
+def test_subsampled_fisher_is_refined_to_the_whole_batch_solution():
+    # oracle: the dense solve of the whole rollout's damped Fisher (ExactFisher.matrix is checked against the KL
+    # Hessian in test_fisher.py), in float64
+    model = _model("box", fisher_subsample=12, fisher_refine_tol=1e-9, cg_max_steps=500, cg_damping=0.01)
+    model.learn(256)
+    assert model.logger.name_to_value["train/fisher_refine_steps"] > 0
+    assert model.logger.name_to_value["train/fisher_residual"] < 1e-5  # float32 during learn: its rounding floor
+    model.policy.to(th.float64)
+    obs = next(model.rollout_buffer.get(batch_size=None)).observations.double()
+    params = [p for _, p in actor_parameters(model.policy, obs[:2])]
+    fisher = ExactFisher(model.policy, obs, params=params)
+    g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(0))
+    expected = th.linalg.solve(fisher.matrix() + 0.01 * th.eye(fisher.n_params, dtype=th.float64), g)
+    x, info = model._search_direction(obs, params, g)
+    assert info["fisher_states"] == 12 and info["fisher_solver"] == "exact-samples"
+    assert info["fisher_refine_steps"] > 0 and info["fisher_residual"] <= 1e-9
+    assert float((x - expected).norm() / expected.norm()) < 1e-6
+    # without refinement: the subsample's own exact solution, which is not the batch's
+    model.fisher_refine_tol = None
+    x_sub, info = model._search_direction(obs, params, g)
+    assert info["fisher_refine_steps"] == 0 and "fisher_residual" not in info
+    assert float((x_sub - expected).norm() / expected.norm()) > 1e-3
+    # the whole batch in the factorisation: nothing to refine
+    model.fisher_refine_tol, model.fisher_subsample = 1e-9, None
+    x_all, info = model._search_direction(obs, params, g)
+    assert info["fisher_refine_steps"] == 0 and float((x_all - expected).norm() / expected.norm()) < 1e-8
+
+
 def test_refusals():
     with pytest.raises(ValueError, match=r"share_features_extractor=False"):
         _shared_cnn()
@@ -136,6 +166,8 @@ def test_refusals():
         _model(fisher_subsample=1.5)
     with pytest.raises(ValueError, match="target_kl"):
         _model(target_kl=0.0)
+    with pytest.raises(ValueError, match="fisher_refine_tol"):
+        _model(fisher_refine_tol=0.0)
     with pytest.raises(Exception, match=r"nope"):
         _model(advantage_estimator="nope")
     # a parameter-free shared extractor (MlpPolicy's Flatten) is fine

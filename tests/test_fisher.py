@@ -15,6 +15,7 @@ from sb3_grpo.common.fisher import (
     conjugate_gradient,
     distribution_inputs,
     make_distribution,
+    preconditioned_refinement,
 )
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 
@@ -198,3 +199,46 @@ def test_natural_step_respects_the_trust_region(kind):
         kl = exact_kl(old, make_distribution(policy, distribution_inputs(policy, obs))).mean()
     # quadratic model: KL ~ delta * x^T F x / x^T (F + lambda) x <= delta; the cubic remainder is tiny here
     assert 0 < float(kl) <= delta * 1.05
+
+
+@pytest.mark.parametrize("kind", list(ACTION_SPACES))
+@pytest.mark.parametrize("structured", [None, False])
+def test_subset_is_the_fisher_of_those_states(kind, structured):
+    policy, obs = _policy(kind), _obs(n=9)
+    idx = th.tensor([0, 3, 4, 8])
+    sub = ExactFisher(policy, obs, structured=structured).subset(idx)
+    assert sub.n_states == 4 and sub.n_directions == 4 * sub.k
+    expected = _kl_hessian(policy, obs[idx], sub.params)
+    assert _rel(sub.matrix(), expected) < 1e-6
+    g = th.randn(sub.n_params, dtype=th.float64, generator=th.Generator().manual_seed(9))
+    dense = expected + 0.05 * th.eye(sub.n_params, dtype=th.float64)
+    for space in ("samples", "parameters"):
+        assert _rel(sub.factorize(0.05, space=space)(g), th.linalg.solve(dense, g)) < 1e-6
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian", "multicategorical"])
+def test_preconditioned_refinement_solves_the_whole_batch_system(kind):
+    # the subsample's exact factorisation preconditions CG on the whole batch's Fisher: the answer is the dense
+    # solve of the WHOLE batch's damped Fisher (the Hessian of its mean KL), not the subsample's
+    policy, obs = _policy(kind, net_arch=(6, 5)), _obs(n=40)
+    fisher = ExactFisher(policy, obs)
+    damping = 0.02
+    dense = _kl_hessian(policy, obs, fisher.params) + damping * th.eye(fisher.n_params, dtype=th.float64)
+    g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(10))
+    expected = th.linalg.solve(dense, g)
+    precondition = fisher.subset(th.arange(0, 40, 8)).factorize(damping)
+    assert _rel(precondition(g), expected) > 1e-2  # the subsample alone is not the batch's solution
+
+    def matvec(v):
+        return fisher.matvec(v) + damping * v
+
+    x, iters, residual = preconditioned_refinement(matvec, precondition, g, max_iter=200, tol=1e-10)
+    assert 0 < iters < fisher.n_params
+    assert residual <= 1e-10 and abs(residual - _rel(dense @ x, g)) < 1e-12
+    assert _rel(x, expected) < 1e-7
+    # a loose tolerance stops early, at a residual it reports truthfully
+    x1, iters1, residual1 = preconditioned_refinement(matvec, precondition, g, max_iter=200, tol=0.1)
+    assert iters1 < iters and residual1 <= 0.1 and abs(residual1 - _rel(dense @ x1, g)) < 1e-12
+    # no iterations allowed: the preconditioner's own solution
+    x0, iters0, _ = preconditioned_refinement(matvec, precondition, g, max_iter=0, tol=1e-10)
+    assert iters0 == 0 and th.equal(x0, precondition(g))

@@ -25,10 +25,14 @@ per sample: for a layer with inputs ``a`` (a 1 appended for the bias) and backpr
 Jacobians from ``torch.func`` (``vmap(jacrev)``), which needs ``Nk x P`` memory.
 
 :func:`conjugate_gradient` is the matrix-free alternative (zero start, so deterministic).
+:func:`preconditioned_refinement` solves the system of a large batch's exact Fisher (matrix-free, structured
+products) to a stated residual, with the exact factorisation of a subsample's Fisher as its start and
+preconditioner (:meth:`ExactFisher.subset`, :meth:`ExactFisher.factorize`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +59,7 @@ __all__ = [
     "distribution_inputs",
     "flat_to_params",
     "make_distribution",
+    "preconditioned_refinement",
 ]
 
 FISHER_SOLVERS = ("auto", "exact", "cg")
@@ -206,6 +211,48 @@ def conjugate_gradient(
         p = r + (rr_new / rr) * p
         rr = rr_new
     return x
+
+
+def preconditioned_refinement(
+    matvec: Callable[[th.Tensor], th.Tensor],
+    precondition: Callable[[th.Tensor], th.Tensor],
+    b: th.Tensor,
+    max_iter: int,
+    tol: float,
+) -> tuple[th.Tensor, int, float]:
+    """Solve ``H x = b`` (``H`` symmetric positive definite, as ``matvec``) by preconditioned conjugate gradients.
+
+    Starts from ``x0 = precondition(b)`` (the preconditioner's own solution) and stops once the relative residual
+    ``||b - H x|| / ||b||`` is at most ``tol`` or after ``max_iter`` iterations (each: one ``matvec`` and one
+    ``precondition``). Deterministic.
+
+    :return: ``x``, the number of iterations and the final relative residual (recomputed from ``H x``, not the
+        recursion's estimate).
+    """
+    b_norm = float(b.norm())
+    x = precondition(b)
+    if b_norm == 0:
+        return x, 0, 0.0
+    r = b - matvec(x)
+    iters = 0
+    if float(r.norm()) > tol * b_norm and max_iter > 0:
+        z = precondition(r)
+        p = z.clone()
+        rz = th.dot(r, z)
+        while iters < max_iter:
+            iters += 1
+            hp = matvec(p)
+            alpha = rz / th.dot(p, hp)
+            x += alpha * p
+            r -= alpha * hp
+            if float(r.norm()) <= tol * b_norm:
+                break
+            z = precondition(r)
+            rz_new = th.dot(r, z)
+            p = z + (rz_new / rz) * p
+            rz = rz_new
+        r = b - matvec(x)
+    return x, iters, float(r.norm()) / b_norm
 
 
 class _Layer:
@@ -480,6 +527,68 @@ class ExactFisher:
         """``"samples"`` when ``Nk <= P_net`` (Woodbury), else ``"parameters"``."""
         return "samples" if self.n_directions <= self.n_net_params else "parameters"
 
+    def subset(self, idx: th.Tensor) -> ExactFisher:
+        """The exact Fisher of the states ``idx`` (a 1-D index tensor) among these ``N``.
+
+        Structured path: the stored activations and sensitivities are indexed, no new forward or backward pass;
+        generic path: the rows of the dense ``U^T``.
+        """
+        idx = th.as_tensor(idx, device=self.device).reshape(-1)
+        out = copy.copy(self)
+        out.obs = {key: value[idx] for key, value in self.obs.items()} if isinstance(self.obs, dict) else self.obs[idx]
+        out.n_states = len(idx)
+        out.n_directions = out.n_states * self.k
+        out.factor = self.factor[idx]
+        if self.layers is not None:
+            layers = []
+            for layer in self.layers:
+                sub = copy.copy(layer)
+                sub.inputs = layer.inputs[idx]
+                sub.delta = layer.delta.view(self.k, self.n_states, -1)[:, idx].reshape(out.n_directions, -1)
+                layers.append(sub)
+            out.layers = layers
+        else:
+            ut = self._ut
+            assert ut is not None
+            out._dense = ut.view(self.k, self.n_states, -1)[:, idx].reshape(out.n_directions, -1)
+        return out
+
+    def factorize(
+        self, damping: float, space: str = "auto", dtype: th.dtype | None = None
+    ) -> Callable[[th.Tensor], th.Tensor]:
+        """Factorise ``F + damping I`` once (Cholesky); returns ``v -> (F + damping I)^-1 v``.
+
+        :param damping: ``> 0``.
+        :param space: ``"samples"`` (Woodbury, ``Nk x Nk``), ``"parameters"`` (``P x P``) or ``"auto"``: the smaller.
+        :param dtype: dtype of the factorisation (default: the policy's).
+        """
+        if not damping > 0:
+            raise ValueError(f"The exact Fisher solve needs damping > 0, got {damping!r}.")
+        space = self.cheaper_space() if space == "auto" else space
+        dtype = dtype or self.dtype
+        if space == "samples":
+            mat = self.gram().to(dtype)
+            mat.diagonal().add_(self.n_states * damping)
+        elif space == "parameters":
+            ut = self.dense_ut().to(dtype)
+            mat = ut.T @ ut
+            mat /= self.n_states
+            mat.diagonal().add_(damping)
+        else:
+            raise ValueError(f"space must be 'samples', 'parameters' or 'auto', got {space!r}")
+        chol = _cholesky(mat)
+
+        def solve(g: th.Tensor) -> th.Tensor:
+            g_net, g_ls = self.split(g)
+            if space == "samples":
+                c = _cholesky_apply(chol, self.ut(g_net)).to(self.dtype)
+                x_net = (g_net - self.u(c)) / damping
+            else:
+                x_net = _cholesky_apply(chol, g_net).to(self.dtype)
+            return self.join(x_net, None if g_ls is None else g_ls / (2.0 + damping))
+
+        return solve
+
     def solve(self, g: th.Tensor, damping: float, space: str = "auto", dtype: th.dtype | None = None) -> th.Tensor:
         """Solve ``(F + damping I) x = g`` exactly (Cholesky).
 
@@ -488,26 +597,7 @@ class ExactFisher:
         :param space: ``"samples"`` (Woodbury, ``Nk x Nk``), ``"parameters"`` (``P x P``) or ``"auto"``: the smaller.
         :param dtype: dtype of the factorisation (default: the policy's).
         """
-        if not damping > 0:
-            raise ValueError(f"The exact Fisher solve needs damping > 0, got {damping!r}.")
-        space = self.cheaper_space() if space == "auto" else space
-        g_net, g_ls = self.split(g)
-        dtype = dtype or self.dtype
-        if space == "samples":
-            mat = self.gram().to(dtype)
-            mat.diagonal().add_(self.n_states * damping)
-            rhs = self.ut(g_net).to(dtype)
-            c = _cholesky_solve(mat, rhs).to(self.dtype)
-            x_net = (g_net - self.u(c)) / damping
-        elif space == "parameters":
-            ut = self.dense_ut().to(dtype)
-            mat = ut.T @ ut
-            mat /= self.n_states
-            mat.diagonal().add_(damping)
-            x_net = _cholesky_solve(mat, g_net.to(dtype)).to(self.dtype)
-        else:
-            raise ValueError(f"space must be 'samples', 'parameters' or 'auto', got {space!r}")
-        return self.join(x_net, None if g_ls is None else g_ls / (2.0 + damping))
+        return self.factorize(damping, space=space, dtype=dtype)(g)
 
 
 class _ActorHead(nn.Module):
@@ -521,12 +611,15 @@ class _ActorHead(nn.Module):
         return distribution_inputs(self.policy, obs)
 
 
-def _cholesky_solve(mat: th.Tensor, rhs: th.Tensor) -> th.Tensor:
+def _cholesky(mat: th.Tensor) -> th.Tensor:
+    """Lower Cholesky factor; retried in float64 when ``mat`` is not numerically positive definite in its dtype."""
     chol, info = th.linalg.cholesky_ex(mat)
-    if int(info) != 0:  # not numerically positive definite in this precision: retry in float64
-        mat64 = mat.double()
-        chol, info = th.linalg.cholesky_ex(mat64)
+    if int(info) != 0:
+        chol, info = th.linalg.cholesky_ex(mat.double())
         if int(info) != 0:
             raise RuntimeError("The damped Fisher is not numerically positive definite; increase the damping.")
-        return th.cholesky_solve(rhs.double().unsqueeze(1), chol).squeeze(1).to(mat.dtype)
-    return th.cholesky_solve(rhs.unsqueeze(1), chol).squeeze(1)
+    return chol
+
+
+def _cholesky_apply(chol: th.Tensor, rhs: th.Tensor) -> th.Tensor:
+    return th.cholesky_solve(rhs.to(chol.dtype).unsqueeze(1), chol).squeeze(1).to(rhs.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -26,6 +27,7 @@ from sb3_grpo.common.fisher import (
     closed_form_fisher_problem,
     conjugate_gradient,
     directions_per_state,
+    preconditioned_refinement,
 )
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
@@ -59,7 +61,9 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
     ExactTRPO forms the Fisher ``F = mean_n J_n^T M_n J_n`` in closed form (Categorical, MultiCategorical,
     Bernoulli and diagonal Gaussian policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
     subsample of them) and solves ``(F + cg_damping I) x = g`` exactly by Cholesky, in parameter space or, through
-    the Woodbury identity, in sample space, whichever is smaller. The step is ``alpha x`` with
+    the Woodbury identity, in sample space, whichever is smaller. When the factorised Fisher is a subsample's, the
+    direction is then refined, by conjugate gradients preconditioned with that factorisation and exact matrix-free
+    products, to the solution of the whole batch's Fisher system within ``fisher_refine_tol``. The step is ``alpha x`` with
     ``alpha = sqrt(2 target_kl / g^T x)``, followed by a backtracking line search that accepts only a step whose mean
     exact ``KL(pi_old || pi_new)`` is at most ``target_kl`` and that improves the surrogate. The critic is then
     regressed for ``n_critic_updates`` epochs, as in TRPO. Every argument of sb3-contrib's TRPO keeps its meaning, so a
@@ -114,6 +118,13 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         a ``float`` in (0, 1] (that fraction of them). The gradient and the line search always use the whole batch.
     :param fisher_memory_budget: bytes an exact solve may use before ``fisher_solver="auto"`` switches to
         conjugate gradients.
+    :param fisher_refine_tol: when the exact Fisher is factorised on a subsample of the policy batch, the direction is
+        refined to the solution of the whole batch's exact Fisher system ``(F_batch + cg_damping I) x = g`` (the Fisher
+        of the states the gradient comes from) by preconditioned conjugate gradients: the subsample's exact
+        factorisation is the start and the preconditioner, the products with ``F_batch`` are exact and matrix-free,
+        and it stops once ``||(F_batch + cg_damping I) x - g|| <= fisher_refine_tol ||g||`` or after ``cg_max_steps``
+        iterations (logged: ``train/fisher_residual``, ``train/fisher_refine_steps``). ``None``: no refinement, the
+        subsample's exact solution as it is (whose step drifts from the batch's natural gradient as training goes on).
     :param line_search_accept_ratio: a step is accepted only if the surrogate improves by at least this fraction of
         the first-order expected improvement of that (shrunk) step; 0 (default, as TRPO) only asks for an improvement.
     :param advantage_estimator: a registered advantage estimator's name, class or instance that fits a critic
@@ -158,6 +169,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         fisher_solver: str = "auto",
         fisher_subsample: int | float | str | None = "auto",
         fisher_memory_budget: int = 2**30,
+        fisher_refine_tol: float | None = 0.01,
         line_search_accept_ratio: float = 0.0,
         advantage_estimator: Any = "gae",
         advantage_kwargs: dict[str, Any] | None = None,
@@ -194,6 +206,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         self.fisher_solver = fisher_solver
         self.fisher_subsample = fisher_subsample
         self.fisher_memory_budget = fisher_memory_budget
+        self.fisher_refine_tol = fisher_refine_tol
         self.line_search_accept_ratio = line_search_accept_ratio
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = advantage_kwargs
@@ -231,6 +244,8 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             )
         if not 0 <= self.line_search_accept_ratio < 1:
             fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
+        if self.fisher_refine_tol is not None and not 0 < self.fisher_refine_tol < 1:
+            fail(f"fisher_refine_tol must be None or in (0, 1), got {self.fisher_refine_tol!r}")
         if not self.fisher_memory_budget > 0:
             fail(f"fisher_memory_budget must be > 0 bytes, got {self.fisher_memory_budget!r}")
         sub = self.fisher_subsample
@@ -326,40 +341,63 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
                 return distribution_parameters(dist).clone()
             return copy.copy(dist)
 
-    def _search_direction(self, obs: Any, params: list[nn.Parameter], g: th.Tensor) -> tuple[th.Tensor, str, int]:
-        """``x`` with ``(F + damping I) x = g``, the solver used and the number of Fisher states."""
+    def _kl_hessian_matvec(self, obs: Any, params: list[nn.Parameter]) -> Callable[[th.Tensor], th.Tensor]:
+        """``v -> H v``, ``H`` the Hessian of the mean KL at theta_old (= the Fisher), by double backpropagation."""
+        old = self._old_distribution(obs)
+        kl = self._mean_kl(old, self.policy.get_distribution(obs))
+        grad_kl = _flat(th.autograd.grad(kl, params, create_graph=True))
+
+        def matvec(v: th.Tensor) -> th.Tensor:
+            return _flat(th.autograd.grad(grad_kl @ v, params, retain_graph=True)).detach()
+
+        return matvec
+
+    def _search_direction(self, obs: Any, params: list[nn.Parameter], g: th.Tensor) -> tuple[th.Tensor, dict[str, Any]]:
+        """``x`` with ``(F + damping I) x = g`` and what the solve did (solver, Fisher states, refinement)."""
         n = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
         closed_form = closed_form_fisher_problem(self.policy) is None
         want_exact = closed_form and self.fisher_solver != "cg"
         k = directions_per_state(self.policy) if closed_form else 1
         idx = self._fisher_states(n, k, exact=want_exact)
-        obs_f = obs if idx is None else _index_obs(obs, th.as_tensor(idx, device=self.device))
-        n_f = n if idx is None else len(idx)
-        fisher = ExactFisher(self.policy, obs_f, params=params) if closed_form else None
+        idx_t = None if idx is None else th.as_tensor(idx, device=self.device)
+        obs_f = obs if idx_t is None else _index_obs(obs, idx_t)
+        info: dict[str, Any] = {"fisher_states": n if idx is None else len(idx), "fisher_refine_steps": 0}
+        batch_fisher = None  # the whole batch's structured Fisher, when the solve is refined on it
+        refine = want_exact and idx_t is not None and self.fisher_refine_tol is not None
+        if refine:
+            batch_fisher = ExactFisher(self.policy, obs, params=params)
+            fisher = batch_fisher.subset(idx_t) if batch_fisher.structured else ExactFisher(self.policy, obs_f, params=params)
+        else:
+            fisher = ExactFisher(self.policy, obs_f, params=params) if closed_form else None
+        damping = self.cg_damping
         if fisher is not None and want_exact:
             space = fisher.cheaper_space()
             need = fisher.memory_bytes(space)
             if self.fisher_solver == "exact" or need <= self.fisher_memory_budget:
-                return fisher.solve(g, self.cg_damping, space=space), f"exact-{space}", n_f
+                precondition = fisher.factorize(damping, space=space)
+                info["fisher_solver"] = f"exact-{space}"
+                if not refine:
+                    return precondition(g), info
+                assert batch_fisher is not None and self.fisher_refine_tol is not None
+                matvec = batch_fisher.matvec if batch_fisher.structured else self._kl_hessian_matvec(obs, params)
+                x, steps, residual = preconditioned_refinement(
+                    lambda v: matvec(v) + damping * v, precondition, g, self.cg_max_steps, self.fisher_refine_tol
+                )
+                info.update(fisher_refine_steps=steps, fisher_residual=residual)
+                return x, info
             self._report(
                 f"the exact Fisher solve would need {need / 2**20:.0f} MiB (> fisher_memory_budget="
                 f"{self.fisher_memory_budget / 2**20:.0f} MiB); using {self.cg_max_steps} conjugate-gradient steps instead."
             )
         elif not closed_form and self.fisher_solver == "auto":
             self._report(f"{closed_form_fisher_problem(self.policy)}; using conjugate gradients on the Hessian of the KL.")
-        damping = self.cg_damping
         if fisher is not None and fisher.structured:
             matvec = fisher.matvec
-        else:  # Hessian of the mean KL at theta_old (= the Fisher), by double backpropagation
-            old = self._old_distribution(obs_f)
-            kl = self._mean_kl(old, self.policy.get_distribution(obs_f))
-            grad_kl = _flat(th.autograd.grad(kl, params, create_graph=True))
-
-            def matvec(v: th.Tensor) -> th.Tensor:
-                return _flat(th.autograd.grad(grad_kl @ v, params, retain_graph=True)).detach()
-
+        else:
+            matvec = self._kl_hessian_matvec(obs_f, params)
         x = conjugate_gradient(lambda v: matvec(v) + damping * v, g, self.cg_max_steps)
-        return x, "cg", n_f
+        info["fisher_solver"] = "cg"
+        return x, info
 
     def _policy_step(self, obs: Any, actions: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor) -> dict[str, Any]:
         params = [p for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))]
@@ -369,11 +407,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         g = _flat(th.autograd.grad(objective, params))
         objective = objective.detach()
 
-        x, solver, n_fisher = self._search_direction(obs, params, g)
+        x, info = self._search_direction(obs, params, g)
         gx = float(g @ x)
         stats: dict[str, Any] = {
-            "fisher_solver": solver,
-            "fisher_states": n_fisher,
+            "fisher_residual": float("nan"),
+            **info,
             "policy_objective": float(objective),
             "kl": 0.0,
             "step_size": 0.0,
@@ -462,6 +500,9 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         self.logger.record("train/surrogate_improvement", stats["surrogate_improvement"])
         self.logger.record("train/fisher_solver", stats["fisher_solver"])
         self.logger.record("train/fisher_states", stats["fisher_states"])
+        self.logger.record("train/fisher_refine_steps", stats["fisher_refine_steps"])
+        if math.isfinite(stats["fisher_residual"]):
+            self.logger.record("train/fisher_residual", stats["fisher_residual"])
         self.logger.record("train/damping", self.cg_damping)
         self.logger.record("train/explained_variance", explained_var)
         if hasattr(self.policy, "log_std"):
