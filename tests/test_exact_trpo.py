@@ -1,14 +1,18 @@
 """ExactTRPO: learning on every action space, determinism, save/load/continue, refusals, logger keys, devices."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch as th
 from envs import TargetEnv
+from stable_baselines3.common.distributions import kl_divergence
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
 
-from sb3_grpo.common.fisher import ExactFisher, actor_parameters
+from sb3_grpo.common.fisher import ExactFisher, actor_parameters, distribution_inputs, make_distribution
+from sb3_grpo.common.kl import distribution_parameters
 from sb3_grpo.exact_trpo import ExactTRPO
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
@@ -93,6 +97,7 @@ def test_save_load_continue(tmp_path):
         "fisher_subsample",
         "fisher_memory_budget",
         "fisher_refine_tol",
+        "kl_action_reduction",
         "line_search_accept_ratio",
         "target_kl",
         "cg_damping",
@@ -137,7 +142,8 @@ def test_subsampled_fisher_is_refined_to_the_whole_batch_solution():
     params = [p for _, p in actor_parameters(model.policy, obs[:2])]
     fisher = ExactFisher(model.policy, obs, params=params)
     g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(0))
-    expected = th.linalg.solve(fisher.matrix() + 0.01 * th.eye(fisher.n_params, dtype=th.float64), g)
+    # box: 2 action dimensions, whose KL is averaged (kl_action_reduction="mean"): H = F / 2
+    expected = th.linalg.solve(fisher.matrix() / 2 + 0.01 * th.eye(fisher.n_params, dtype=th.float64), g)
     x, info = model._search_direction(obs, params, g)
     assert info["fisher_states"] == 12 and info["fisher_solver"] == "exact-samples"
     assert info["fisher_refine_steps"] > 0 and info["fisher_residual"] <= 1e-9
@@ -153,6 +159,45 @@ def test_subsampled_fisher_is_refined_to_the_whole_batch_solution():
     assert info["fisher_refine_steps"] == 0 and float((x_all - expected).norm() / expected.norm()) < 1e-8
 
 
+def _flat(tensors):
+    return th.cat([t.reshape(-1) for t in tensors])
+
+
+@pytest.mark.parametrize("kind", ["box", "multibinary", "discrete", "multidiscrete"])
+@pytest.mark.parametrize("subsample", [None, 12])
+def test_trust_region_is_sb3_contribs(kind, subsample):
+    # oracle: sb3-contrib TRPO's own KL measure kl_divergence(pi_theta, pi_old).mean() (a mean over action dimensions
+    # too, for Gaussian and Bernoulli policies) and its Hessian-vector product by double backpropagation, in float64
+    damping = 0.03
+    model = _model(kind, fisher_subsample=subsample, fisher_refine_tol=1e-11, cg_max_steps=400, cg_damping=damping)
+    policy = model.policy.to(th.float64)
+    obs = th.randn(40, 4, dtype=th.float64, generator=th.Generator().manual_seed(1))
+    params = [p for _, p in actor_parameters(policy, obs[:2])]
+    with th.no_grad():
+        old = copy.copy(make_distribution(policy, distribution_inputs(policy, obs)))
+    new = make_distribution(policy, distribution_inputs(policy, obs))
+    grad_kl = _flat(th.autograd.grad(kl_divergence(new, old).mean(), params, create_graph=True))
+
+    def hvp(v):
+        return _flat(th.autograd.grad(grad_kl @ v, params, retain_graph=True))
+
+    g = th.randn(len(grad_kl), dtype=th.float64, generator=th.Generator().manual_seed(2))
+    x, _ = model._search_direction(obs, params, g)
+    assert float((hvp(x) + damping * x - g).norm() / g.norm()) < 1e-8
+    # the line search's KL(old || new) is sb3-contrib's measure too
+    with th.no_grad():
+        for p in params:
+            p.add_(0.05 * th.randn(p.shape, dtype=th.float64, generator=th.Generator().manual_seed(3)))
+        moved = make_distribution(policy, distribution_inputs(policy, obs))
+        expected = kl_divergence(old, moved).mean()
+        assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - expected)) < 1e-10 * float(expected)
+    # "sum": the whole action distribution's KL (the paper's); the same for per-state (categorical) KLs
+    model.kl_action_reduction = "sum"
+    d = 2 if kind == "box" else 3 if kind == "multibinary" else 1
+    with th.no_grad():
+        assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - d * expected)) < 1e-9 * float(expected)
+
+
 def test_refusals():
     with pytest.raises(ValueError, match=r"share_features_extractor=False"):
         _shared_cnn()
@@ -166,6 +211,8 @@ def test_refusals():
         _model(fisher_subsample=1.5)
     with pytest.raises(ValueError, match="target_kl"):
         _model(target_kl=0.0)
+    with pytest.raises(ValueError, match="kl_action_reduction"):
+        _model(kl_action_reduction="max")
     with pytest.raises(ValueError, match="fisher_refine_tol"):
         _model(fisher_refine_tol=0.0)
     with pytest.raises(Exception, match=r"nope"):

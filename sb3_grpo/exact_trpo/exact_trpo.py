@@ -12,8 +12,15 @@ import torch as th
 from gymnasium import spaces
 from sb3_contrib import TRPO
 from stable_baselines3.common.buffers import RolloutBuffer
-from stable_baselines3.common.distributions import Distribution, kl_divergence
+from stable_baselines3.common.distributions import (
+    BernoulliDistribution,
+    DiagGaussianDistribution,
+    Distribution,
+    StateDependentNoiseDistribution,
+    kl_divergence,
+)
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
+from stable_baselines3.common.preprocessing import get_action_dim
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.utils import explained_variance
 from torch import nn
@@ -35,12 +42,14 @@ from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 
-__all__ = ["AUTO_FISHER_DIRECTIONS", "ExactTRPO"]
+__all__ = ["AUTO_FISHER_DIRECTIONS", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
 SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
 
 #: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
 AUTO_FISHER_DIRECTIONS = 1536
+#: ``kl_action_reduction`` choices: how the KL of a factorised action distribution is reduced over action dimensions.
+KL_ACTION_REDUCTIONS = ("mean", "sum")
 
 
 def _flat(tensors: Any) -> th.Tensor:
@@ -60,7 +69,9 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
     sb3-contrib's :class:`~sb3_contrib.TRPO` approximates ``F^-1 g`` with a few conjugate-gradient iterations.
     ExactTRPO forms the Fisher ``F = mean_n J_n^T M_n J_n`` in closed form (Categorical, MultiCategorical,
     Bernoulli and diagonal Gaussian policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
-    subsample of them) and solves ``(F + cg_damping I) x = g`` exactly by Cholesky, in parameter space or, through
+    subsample of them) and solves ``(c F + cg_damping I) x = g`` exactly by Cholesky (``c F``: the Hessian of the trust
+    region's KL, ``c = 1 / d`` for a Gaussian or Bernoulli policy over ``d`` action dimensions whose KL sb3-contrib
+    averages over them, see ``kl_action_reduction``; else ``c = 1``), in parameter space or, through
     the Woodbury identity, in sample space, whichever is smaller. When the factorised Fisher is a subsample's, the
     direction is then refined, by conjugate gradients preconditioned with that factorisation and exact matrix-free
     products, to the solution of the whole batch's Fisher system within ``fisher_refine_tol``. The step is ``alpha x`` with
@@ -83,7 +94,8 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
     :param gamma: Discount factor
     :param cg_max_steps: maximum number of conjugate-gradient iterations, used when the solve falls back to
         conjugate gradients (``fisher_solver="cg"``, or ``"auto"`` above the memory budget or without a closed form)
-    :param cg_damping: damping ``lambda`` added to the Fisher: ``(F + lambda I) x = g`` (exact and CG solves alike)
+    :param cg_damping: damping ``lambda`` added to the Hessian ``H`` of the trust region's KL at the old policy:
+        ``(H + lambda I) x = g`` (exact and CG solves alike), with ``H = F / d`` or ``F`` (see ``kl_action_reduction``)
     :param line_search_shrinking_factor: step-size reduction factor for the line-search
         (i.e., ``theta_new = theta + alpha^i * step``)
     :param line_search_max_iter: maximum number of iteration for the backtracking line-search
@@ -98,7 +110,8 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         :class:`~sb3_grpo.common.buffers.EstimatorRolloutBuffer` (or its Dict variant) is used.
     :param rollout_buffer_kwargs: Keyword arguments to pass to the rollout buffer on creation
     :param normalize_advantage: Whether to normalize or not the advantage
-    :param target_kl: the trust-region size ``delta``: the largest mean ``KL(pi_old || pi_new)`` a policy step may have.
+    :param target_kl: the trust-region size ``delta``: the largest mean ``KL(pi_old || pi_new)`` a policy step may have,
+        reduced over action dimensions as ``kl_action_reduction`` says.
     :param sub_sampling_factor: Sub-sample the batch (every ``sub_sampling_factor``-th state of the shuffled rollout)
         for the whole policy step (gradient, Fisher and line search), as in sb3-contrib's TRPO
     :param stats_window_size: Window size for the rollout logging, specifying the number of episodes to average
@@ -125,6 +138,13 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         and it stops once ``||(F_batch + cg_damping I) x - g|| <= fisher_refine_tol ||g||`` or after ``cg_max_steps``
         iterations (logged: ``train/fisher_residual``, ``train/fisher_refine_steps``). ``None``: no refinement, the
         subsample's exact solution as it is (whose step drifts from the batch's natural gradient as training goes on).
+    :param kl_action_reduction: how the KL of a distribution that factorises over ``d`` action dimensions (diagonal
+        Gaussian, gSDE, Bernoulli) enters the trust region. ``"mean"`` (default): averaged over the dimensions, as
+        sb3-contrib's TRPO does (``kl_divergence(...).mean()``), so ``target_kl`` and ``cg_damping`` mean exactly what
+        they mean there and a TRPO config ports unchanged; the KL's Hessian is then ``F / d``. ``"sum"``: the whole
+        action distribution's KL, as in the TRPO paper (Hessian ``F``): with the same numbers the trust region is ``d``
+        times smaller, and the damping ``d`` times smaller relative to the Fisher. Categorical and MultiCategorical
+        KLs are per state (summed over MultiCategorical's components) either way, as in sb3-contrib.
     :param line_search_accept_ratio: a step is accepted only if the surrogate improves by at least this fraction of
         the first-order expected improvement of that (shrunk) step; 0 (default, as TRPO) only asks for an improvement.
     :param advantage_estimator: a registered advantage estimator's name, class or instance that fits a critic
@@ -170,6 +190,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         fisher_subsample: int | float | str | None = "auto",
         fisher_memory_budget: int = 2**30,
         fisher_refine_tol: float | None = 0.01,
+        kl_action_reduction: str = "mean",
         line_search_accept_ratio: float = 0.0,
         advantage_estimator: Any = "gae",
         advantage_kwargs: dict[str, Any] | None = None,
@@ -207,6 +228,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         self.fisher_subsample = fisher_subsample
         self.fisher_memory_budget = fisher_memory_budget
         self.fisher_refine_tol = fisher_refine_tol
+        self.kl_action_reduction = kl_action_reduction
         self.line_search_accept_ratio = line_search_accept_ratio
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = advantage_kwargs
@@ -244,6 +266,8 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             )
         if not 0 <= self.line_search_accept_ratio < 1:
             fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
+        if self.kl_action_reduction not in KL_ACTION_REDUCTIONS:
+            fail(f"kl_action_reduction must be one of {KL_ACTION_REDUCTIONS}, got {self.kl_action_reduction!r}")
         if self.fisher_refine_tol is not None and not 0 < self.fisher_refine_tol < 1:
             fail(f"fisher_refine_tol must be None or in (0, 1), got {self.fisher_refine_tol!r}")
         if not self.fisher_memory_budget > 0:
@@ -326,13 +350,23 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             self.logger.info(f"ExactTRPO: {message}")
             self._fallback_reported = True
 
-    @staticmethod
-    def _mean_kl(old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
-        """Mean ``KL(old || new)``: exact from stored parameters, or through torch for other distributions."""
+    def _kl_scale(self) -> float:
+        """The trust region's KL over the whole action distribution's: ``1 / d`` for a distribution factorised over
+        ``d`` action dimensions under ``kl_action_reduction="mean"``, else 1."""
+        factorised = (DiagGaussianDistribution, StateDependentNoiseDistribution, BernoulliDistribution)
+        if self.kl_action_reduction == "mean" and isinstance(self.policy.action_dist, factorised):
+            return 1.0 / get_action_dim(self.action_space)
+        return 1.0
+
+    def _mean_kl(self, old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
+        """The trust region's ``KL(old || new)``: mean over states (and, see ``kl_action_reduction``, action
+        dimensions); exact from stored parameters, or through torch for other distributions."""
         if isinstance(old, th.Tensor):
-            return exact_kl(old, new).mean()
-        kl = kl_divergence(old, new)
-        return (kl.sum(dim=1) if kl.dim() > 1 else kl).mean()
+            total = exact_kl(old, new)
+        else:
+            kl = kl_divergence(old, new)
+            total = kl.sum(dim=1) if kl.dim() > 1 else kl
+        return self._kl_scale() * total.mean()
 
     def _old_distribution(self, obs: Any) -> th.Tensor | Distribution:
         with th.no_grad():
@@ -369,17 +403,29 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             fisher = batch_fisher.subset(idx_t) if batch_fisher.structured else ExactFisher(self.policy, obs_f, params=params)
         else:
             fisher = ExactFisher(self.policy, obs_f, params=params) if closed_form else None
-        damping = self.cg_damping
+        # The system is (H + damping I) x = g, H = c F the Hessian of the trust region's KL (c: _kl_scale), so
+        # x = (F + (damping / c) I)^-1 g / c.
+        damping, c = self.cg_damping, self._kl_scale()
         if fisher is not None and want_exact:
             space = fisher.cheaper_space()
             need = fisher.memory_bytes(space)
             if self.fisher_solver == "exact" or need <= self.fisher_memory_budget:
-                precondition = fisher.factorize(damping, space=space)
+                factorised = fisher.factorize(damping / c, space=space)
+
+                def precondition(v: th.Tensor) -> th.Tensor:
+                    return factorised(v) / c
+
                 info["fisher_solver"] = f"exact-{space}"
                 if not refine:
                     return precondition(g), info
                 assert batch_fisher is not None and self.fisher_refine_tol is not None
-                matvec = batch_fisher.matvec if batch_fisher.structured else self._kl_hessian_matvec(obs, params)
+                if batch_fisher.structured:
+                    structured_mv = batch_fisher.matvec
+
+                    def matvec(v: th.Tensor) -> th.Tensor:
+                        return c * structured_mv(v)
+                else:
+                    matvec = self._kl_hessian_matvec(obs, params)  # includes c
                 x, steps, residual = preconditioned_refinement(
                     lambda v: matvec(v) + damping * v, precondition, g, self.cg_max_steps, self.fisher_refine_tol
                 )
@@ -392,9 +438,12 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         elif not closed_form and self.fisher_solver == "auto":
             self._report(f"{closed_form_fisher_problem(self.policy)}; using conjugate gradients on the Hessian of the KL.")
         if fisher is not None and fisher.structured:
-            matvec = fisher.matvec
+            fisher_mv = fisher.matvec
+
+            def matvec(v: th.Tensor) -> th.Tensor:
+                return c * fisher_mv(v)
         else:
-            matvec = self._kl_hessian_matvec(obs_f, params)
+            matvec = self._kl_hessian_matvec(obs_f, params)  # includes c
         x = conjugate_gradient(lambda v: matvec(v) + damping * v, g, self.cg_max_steps)
         info["fisher_solver"] = "cg"
         return x, info
