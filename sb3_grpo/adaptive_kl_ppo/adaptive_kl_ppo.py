@@ -227,12 +227,14 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
                     f"n_steps * n_envs must be > 1 with normalize_advantage=True (got n_steps={self.n_steps}, "
                     f"n_envs={self.env.num_envs}): one sample has no standard deviation."
                 )
-            if batch_size > buffer_size:
-                raise ValueError(
+            if batch_size > buffer_size:  # a warning, not an error: PPO accepts it (rl-zoo configs, samplers)
+                warnings.warn(
                     f"AdaptiveKLPPO: batch_size ({batch_size}) is larger than the rollout, n_steps * n_envs = "
-                    f"{self.n_steps} * {self.env.num_envs} = {buffer_size}: use batch_size <= {buffer_size}, or raise n_steps."
+                    f"{self.n_steps} * {self.env.num_envs} = {buffer_size}, so every epoch is one minibatch of the whole "
+                    f"rollout: use batch_size <= {buffer_size}, or raise n_steps.",
+                    stacklevel=2,
                 )
-            if buffer_size % batch_size > 0:
+            elif buffer_size % batch_size > 0:
                 warnings.warn(
                     f"You have specified a mini-batch size of {batch_size}, but because the rollout buffer is of size "
                     f"n_steps * n_envs = {buffer_size}, after every {buffer_size // batch_size} untruncated "

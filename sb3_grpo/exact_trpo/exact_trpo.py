@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -259,10 +260,12 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         if self.cg_max_steps < 1:
             fail(f"cg_max_steps must be >= 1, got {self.cg_max_steps!r}")
         if self.env is not None and self.batch_size > self.n_steps * self.env.num_envs:
-            fail(
-                f"batch_size (the critic's minibatch, {self.batch_size}) is larger than the rollout, n_steps * n_envs = "
-                f"{self.n_steps} * {self.env.num_envs} = {self.n_steps * self.env.num_envs}: use batch_size <= "
-                f"{self.n_steps * self.env.num_envs}, or raise n_steps."
+            # a warning, not an error: sb3-contrib's TRPO accepts it (rl-zoo configs, samplers)
+            warnings.warn(
+                f"ExactTRPO: batch_size (the critic's minibatch, {self.batch_size}) is larger than the rollout, "
+                f"n_steps * n_envs = {self.n_steps} * {self.env.num_envs} = {self.n_steps * self.env.num_envs}, so each "
+                f"critic epoch is one minibatch: use batch_size <= {self.n_steps * self.env.num_envs}, or raise n_steps.",
+                stacklevel=3,
             )
         if not 0 <= self.line_search_accept_ratio < 1:
             fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
