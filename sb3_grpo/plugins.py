@@ -386,16 +386,17 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     :raises KeyError: for an unknown name, listing the names that exist.
     :raises TypeError: for options the estimator does not accept, or an object that is not an estimator.
     """
+    plugin = None
     if isinstance(name_or_obj, str):
         entry = _estimators.lookup(name_or_obj)
-        factory, label = entry.obj, name_or_obj
+        factory, label, plugin = entry.obj, name_or_obj, entry.plugin
     else:
         _validate_estimator(getattr(name_or_obj, "__name__", type(name_or_obj).__name__), name_or_obj, IN_PROCESS)
         factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
     if _is_estimator_instance(factory):
         if kwargs:
             raise TypeError(f"advantage_kwargs {sorted(kwargs)} cannot be applied to the estimator instance {factory!r}.")
-        return factory
+        return _stamp(factory, name_or_obj, plugin)
     try:
         signature = inspect.signature(factory)
         signature.bind(**kwargs)
@@ -410,9 +411,15 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     estimator = factory(**kwargs)
     if not _is_estimator_instance(estimator):
         raise TypeError(f"Advantage estimator {label!r} produced {estimator!r}, which has no requires/compute.")
+    return _stamp(estimator, name_or_obj, plugin)
+
+
+def _stamp(estimator: Any, name_or_obj: Any, plugin: str | None) -> Any:
+    """Remember the registered name and the plugin that registered it, for error messages (see ``estimator_name``)."""
     if isinstance(name_or_obj, str):
         with contextlib.suppress(AttributeError):  # objects with __slots__ keep no name
             estimator._registered_name = name_or_obj
+            estimator._registered_plugin = plugin
     return estimator
 
 

@@ -249,6 +249,63 @@ def test_a_broken_estimator_is_named_before_any_update(name, estimator, match):
     assert model._n_updates == 0 and _unchanged(model, before)
 
 
+class FailsOnSecondCall(AdvantageEstimator):
+    """Works once (the first update happens), then raises: a plugin's bug that shows up mid-training."""
+
+    def __init__(self, inner_name):
+        from sb3_grpo import get_advantage_estimator
+
+        self.inner = get_advantage_estimator(inner_name)
+        self.requires = self.inner.requires
+        self.calls = 0
+
+    def compute(self, inputs):
+        self.calls += 1
+        if self.calls > 1:
+            raise ZeroDivisionError("plugin bug")
+        return self.inner.compute(inputs)
+
+
+@pytest.mark.parametrize("name, inner", [("grpo", "group_zscore"), ("exact_trpo", "gae"), ("adaptive_kl_ppo", "gae")])
+def test_a_plugin_estimator_that_raises_mid_training_names_itself(name, inner):
+    from sb3_grpo import register_advantage_estimator, unregister_advantage_estimator
+
+    register_advantage_estimator("flaky_plugin_estimator", FailsOnSecondCall(inner))
+    try:
+        model = _make(name, advantage_estimator="flaky_plugin_estimator")
+        match = r"'flaky_plugin_estimator' \(registered in-process\) raised: ZeroDivisionError\('plugin bug'\)"
+        with pytest.raises(EstimatorError, match=match) as info:
+            model.learn(10_000)
+        assert model._n_updates >= 1  # it failed mid-training, not at the start
+        assert isinstance(info.value.__cause__, ZeroDivisionError)  # the plugin's own traceback is kept
+    finally:
+        unregister_advantage_estimator("flaky_plugin_estimator")
+
+
+def test_an_entry_point_style_plugin_that_raises_is_named_with_its_plugin():
+    from sb3_grpo import get_advantage_estimator, hookimpl
+    from sb3_grpo.common.advantages import AdvantageInputs, run_estimator
+    from sb3_grpo.plugins import register_plugin, unregister_plugin
+
+    flaky = FailsOnSecondCall("group_zscore")  # built outside the hook: the registry is loading inside it
+
+    class BrokenPlugin:
+        @hookimpl
+        def register_advantage_estimators(self, register):
+            register("always_raises", flaky)
+
+    name = register_plugin(BrokenPlugin(), name="sb3-grpo-broken-example")
+    try:
+        estimator = get_advantage_estimator("always_raises")
+        inputs = AdvantageInputs.from_trajectories([np.ones(2), np.zeros(2)], gamma=0.9, group_ids=np.array([0, 0]))
+        run_estimator(estimator, inputs)  # the first call works
+        match = r"'always_raises' \(registered by plugin 'sb3-grpo-broken-example'\) raised: ZeroDivisionError"
+        with pytest.raises(EstimatorError, match=match):
+            run_estimator(estimator, inputs)
+    finally:
+        unregister_plugin(name)
+
+
 def nan_reward(trajectory):
     return float("nan")
 

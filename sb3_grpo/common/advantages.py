@@ -231,13 +231,23 @@ def check_estimator_needs(estimator: Any, provides: set[str] | frozenset[str], a
 def run_estimator(estimator: Any, inputs: AdvantageInputs) -> AdvantageOutputs:
     """Call ``estimator.compute`` and check what it returns: the right shape, finite values.
 
-    :raises EstimatorError: naming the estimator when its output is unusable.
+    :raises EstimatorError: naming the estimator when its output is unusable or when it raises.
     """
     name = estimator_name(estimator)
     missing = set(estimator.requires) - inputs.provided()
     if missing:
         raise EstimatorError(f"Advantage estimator {name!r} needs {sorted(missing)} but the inputs do not carry them.")
-    outputs = estimator.compute(inputs)
+    try:
+        outputs = estimator.compute(inputs)
+    except EstimatorError:
+        raise
+    except Exception as exc:  # a plugin's bug mid-training: say whose it is (the traceback follows as the cause)
+        plugin = getattr(estimator, "_registered_plugin", None)  # "<in-process>" for register_advantage_estimator()
+        if plugin:
+            source = "registered in-process" if plugin.startswith("<") else f"registered by plugin {plugin!r}"
+        else:
+            source = f"class {type(estimator).__qualname__} in {type(estimator).__module__}"
+        raise EstimatorError(f"Advantage estimator {name!r} ({source}) raised: {exc!r}") from exc
     if not isinstance(outputs, AdvantageOutputs):
         if isinstance(outputs, np.ndarray):
             outputs = AdvantageOutputs(advantages=outputs)
