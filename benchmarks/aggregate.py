@@ -1,7 +1,7 @@
 """
 Aggregate the harness's cells into tables and plots.
 
-    python -m benchmarks.aggregate [--raw benchmarks/results/raw] [--out benchmarks/results]
+    python -m benchmarks.aggregate [--raw benchmarks/results/raw] [--out benchmarks/results] [--envs ...] [--algos ...]
 
 Writes ``summary.md`` (per-env table and aggregate table), ``curves.png`` (learning curves, mean and 95% bootstrap
 band over seeds), ``aggregate.png`` (IQM of normalised final scores with 95% bootstrap CIs, and the performance
@@ -83,10 +83,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--raw", default=str(DEFAULT_OUT))
     parser.add_argument("--out", default=str(Path(DEFAULT_OUT).parent))
+    parser.add_argument("--envs", nargs="+", help="only these envs (default: every env with a finished cell)")
+    parser.add_argument("--algos", nargs="+", help="only these algorithms, sweep variants included (e.g. grpo:hc_b)")
     args = parser.parse_args(argv)
     raw, out = Path(args.raw), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summaries, curves = load(raw)
+    summaries = [
+        s for s in summaries if (not args.envs or s["env"] in args.envs) and (not args.algos or s["algo"] in args.algos)
+    ]
     if not summaries:
         raise SystemExit(f"no finished cells in {raw}")
     by = defaultdict(list)
