@@ -135,7 +135,12 @@ def main(argv: list[str] | None = None) -> None:
         common = [
             e
             for e in envs
-            if e in NORMALISATION and (e, algo) in by and (e, base) in by and min(len(by[(e, algo)]), len(by[(e, base)])) >= 3
+            if e in NORMALISATION
+            and (e, algo) in by
+            and (e, base) in by
+            and min(len(by[(e, algo)]), len(by[(e, base)])) >= 3
+            # like for like: the same budget (a 300k run is not compared with a 100k one)
+            and {c["budget"] for c in by[(e, algo)]} == {c["budget"] for c in by[(e, base)]}
         ]
         if not common:
             continue
@@ -161,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         lines += ["", "## Each algorithm against its baseline, across environments", ""]
         lines.append(
             "IQM of normalised final scores, (final eval - random) / (threshold - random), over every (env, seed) run "
-            "on the envs both ran with at least 3 seeds; 95% bootstrap CIs. 1.0 = the solved threshold."
+            "on the envs both ran with at least 3 seeds at the same budget; 95% bootstrap CIs. 1.0 = the solved threshold."
         )
         lines.append("")
         lines.append("| algo | baseline | envs | seeds per env | algo IQM [95% CI] | baseline IQM [95% CI] |")

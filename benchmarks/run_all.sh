@@ -15,7 +15,16 @@ python -m benchmarks.harness --algos grpo:branch --envs Pendulum-v1 --seeds 0 1 
 # AdaptiveKLPPO vs SB3 PPO at the GRPO comparison's budgets (PPO cells reused).
 python -m benchmarks.harness --algos adaptive_kl_ppo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs "$J"
 python -m benchmarks.harness --algos adaptive_kl_ppo ppo --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
-# Larger envs at the budget this machine allows: 1 seed each.
-python -m benchmarks.harness --algos grpo ppo adaptive_kl_ppo trpo exact_trpo --envs LunarLander-v3 --seeds 0 --budget 100000 --eval-freq 20000 --jobs "$J"
-python -m benchmarks.harness --algos grpo ppo adaptive_kl_ppo trpo exact_trpo --envs HalfCheetah-v5 --seeds 0 --budget 50000 --eval-freq 10000 --n-eval-episodes 5 --jobs "$J"
-python -m benchmarks.aggregate
+# Part B (cells committed in benchmarks/results/raw/): MuJoCo and LunarLander, 3 seeds, one cell at a time per stream.
+MJ="--eval-freq 10000 --n-eval-episodes 5 --jobs $J"
+python -m benchmarks.harness --algos adaptive_kl_ppo ppo exact_trpo trpo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 --budget 100000 $MJ
+python -m benchmarks.harness --algos adaptive_kl_ppo ppo --envs LunarLander-v3 --seeds 0 1 2 --budget 200000 --eval-freq 20000 --jobs "$J"
+# Issue 10: GRPO with branching groups (zoo_configs/grpo.yml's entries = sweeps hc_b / hop_a) and without (hc_c), 300k.
+MJ3="--budget 300000 --eval-freq 20000 --n-eval-episodes 5 --jobs $J"
+python -m benchmarks.harness --algos grpo:hc_b grpo:hc_c --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_b grpo:hop_a grpo:hop_b --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:branch_classic grpo --envs CartPole-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --out benchmarks/results/large_envs
+python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
+# Part A's aggregate (classic control; its cells predate the committed raw/ directory, so a fresh run reruns them):
+python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1
