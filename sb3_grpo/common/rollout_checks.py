@@ -104,11 +104,14 @@ class FiniteRolloutMixin:
     """Adds the non-finite reward/observation check to an SB3 on-policy algorithm's ``learn`` (first callback)."""
 
     def _init_callback(self, callback: Any, progress_bar: bool = False) -> BaseCallback:
-        if isinstance(callback, list):
-            callback = CallbackList(callback)
-        if not isinstance(callback, BaseCallback):
-            callback = ConvertCallback(callback)
-        return super()._init_callback(CallbackList([_FiniteStepCheck(), callback]), progress_bar)  # type: ignore[misc]
+        check: BaseCallback = _FiniteStepCheck()
+        if callback is not None:  # without user callbacks, the check alone: SB3 calls every callback on every step
+            if isinstance(callback, list):
+                callback = CallbackList(callback)
+            if not isinstance(callback, BaseCallback):
+                callback = ConvertCallback(callback)
+            check = CallbackList([check, callback])
+        return super()._init_callback(check, progress_bar)  # type: ignore[misc]
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "_finite_check_episode_step"]  # type: ignore[misc]
