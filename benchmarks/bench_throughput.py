@@ -3,7 +3,7 @@ Throughput side by side: training fps, update (``train()``) time and peak memory
 baseline, at the zoo hyperparameters, one torch thread, cells run one after another (never in parallel, so that
 timings are comparable), no evaluation.
 
-    python -m benchmarks.bench_throughput [--steps 30000] [--envs CartPole-v1 Acrobot-v1 Pendulum-v1]
+    python -m benchmarks.bench_throughput [--steps 30000] [--envs CartPole-v1 Acrobot-v1 Pendulum-v1] [--repeats 3]
 
 Writes ``benchmarks/results/throughput.csv`` and prints a table with ratios (GRPO and AdaptiveKLPPO against SB3
 PPO, ExactTRPO against sb3-contrib TRPO). Each measurement runs in a fresh process (peak RSS per algorithm).
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -60,20 +61,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
     parser.add_argument("--algos", nargs="+", default=["ppo", "grpo", "adaptive_kl_ppo", "trpo", "exact_trpo"])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "throughput.csv"))
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs per (env, algo), in alternating algorithm order; the CSV holds the medians (single runs vary by "
+        "10-20%% here even on a quiet machine)",
+    )
     args = parser.parse_args(argv)
     rows = []
     for env_id in args.envs:
+        runs: dict[str, list[dict]] = {algo: [] for algo in args.algos}
+        for repeat in range(args.repeats):
+            for algo in args.algos if repeat % 2 == 0 else args.algos[::-1]:
+                try:
+                    r = measure(algo, env_id, args.steps)
+                except subprocess.CalledProcessError as exc:
+                    print(f"{algo} on {env_id} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                runs[algo].append(r)
+                print(
+                    f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  "
+                    f"RSS {r['peak_rss_mb']:.0f} MB",
+                    flush=True,
+                )
         for algo in args.algos:
-            try:
-                rows.append(measure(algo, env_id, args.steps))
-            except subprocess.CalledProcessError as exc:
-                print(f"{algo} on {env_id} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
-                continue
-            r = rows[-1]
-            print(
-                f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  RSS {r['peak_rss_mb']:.0f} MB",
-                flush=True,
-            )
+            if runs[algo]:
+                median = {k: statistics.median(r[k] for r in runs[algo]) for k in ("fps", "update_ms", "update_share")}
+                rows.append({**runs[algo][0], **median, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs[algo])})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
         f.write("env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n")
