@@ -399,9 +399,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
         idx_t = None if idx is None else th.as_tensor(idx, device=self.device)
         obs_f = obs if idx_t is None else _index_obs(obs, idx_t)
         info: dict[str, Any] = {"fisher_states": n if idx is None else len(idx), "fisher_refine_steps": 0}
-        batch_fisher = None  # the whole batch's structured Fisher, when the solve is refined on it
+        batch_fisher: ExactFisher | None = None  # the whole batch's structured Fisher, when the solve is refined on it
+        fisher: ExactFisher | None
         refine = want_exact and idx_t is not None and self.fisher_refine_tol is not None
         if refine:
+            assert idx_t is not None
             batch_fisher = ExactFisher(self.policy, obs, params=params)
             fisher = batch_fisher.subset(idx_t) if batch_fisher.structured else ExactFisher(self.policy, obs_f, params=params)
         else:
@@ -422,11 +424,14 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
                 if not refine:
                     return precondition(g), info
                 assert batch_fisher is not None and self.fisher_refine_tol is not None
+                matvec: Callable[[th.Tensor], th.Tensor]
                 if batch_fisher.structured:
                     structured_mv = batch_fisher.matvec
 
-                    def matvec(v: th.Tensor) -> th.Tensor:
+                    def scaled_batch_mv(v: th.Tensor) -> th.Tensor:
                         return c * structured_mv(v)
+
+                    matvec = scaled_batch_mv
                 else:
                     matvec = self._kl_hessian_matvec(obs, params)  # includes c
                 x, steps, residual = preconditioned_refinement(
@@ -440,14 +445,17 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             )
         elif not closed_form and self.fisher_solver == "auto":
             self._report(f"{closed_form_fisher_problem(self.policy)}; using conjugate gradients on the Hessian of the KL.")
+        cg_matvec: Callable[[th.Tensor], th.Tensor]
         if fisher is not None and fisher.structured:
             fisher_mv = fisher.matvec
 
-            def matvec(v: th.Tensor) -> th.Tensor:
+            def scaled_mv(v: th.Tensor) -> th.Tensor:
                 return c * fisher_mv(v)
+
+            cg_matvec = scaled_mv
         else:
-            matvec = self._kl_hessian_matvec(obs_f, params)  # includes c
-        x = conjugate_gradient(lambda v: matvec(v) + damping * v, g, self.cg_max_steps)
+            cg_matvec = self._kl_hessian_matvec(obs_f, params)  # includes c
+        x = conjugate_gradient(lambda v: cg_matvec(v) + damping * v, g, self.cg_max_steps)
         info["fisher_solver"] = "cg"
         return x, info
 
