@@ -57,6 +57,11 @@ def _flat(tensors: Any) -> th.Tensor:
     return th.cat([t.reshape(-1) for t in tensors])
 
 
+def _scaled(matvec: Callable[[th.Tensor], th.Tensor], c: float) -> Callable[[th.Tensor], th.Tensor]:
+    """``v -> c * matvec(v)``."""
+    return lambda v: c * matvec(v)
+
+
 def _index_obs(obs: Any, idx: Any) -> Any:
     if isinstance(obs, dict):
         return {key: value[idx] for key, value in obs.items()}
@@ -424,16 +429,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
                 if not refine:
                     return precondition(g), info
                 assert batch_fisher is not None and self.fisher_refine_tol is not None
-                matvec: Callable[[th.Tensor], th.Tensor]
-                if batch_fisher.structured:
-                    structured_mv = batch_fisher.matvec
-
-                    def scaled_batch_mv(v: th.Tensor) -> th.Tensor:
-                        return c * structured_mv(v)
-
-                    matvec = scaled_batch_mv
-                else:
-                    matvec = self._kl_hessian_matvec(obs, params)  # includes c
+                matvec = (
+                    _scaled(batch_fisher.matvec, c)
+                    if batch_fisher.structured
+                    else self._kl_hessian_matvec(obs, params)  # includes c
+                )
                 x, steps, residual = preconditioned_refinement(
                     lambda v: matvec(v) + damping * v, precondition, g, self.cg_max_steps, self.fisher_refine_tol
                 )
@@ -445,16 +445,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
             )
         elif not closed_form and self.fisher_solver == "auto":
             self._report(f"{closed_form_fisher_problem(self.policy)}; using conjugate gradients on the Hessian of the KL.")
-        cg_matvec: Callable[[th.Tensor], th.Tensor]
-        if fisher is not None and fisher.structured:
-            fisher_mv = fisher.matvec
-
-            def scaled_mv(v: th.Tensor) -> th.Tensor:
-                return c * fisher_mv(v)
-
-            cg_matvec = scaled_mv
-        else:
-            cg_matvec = self._kl_hessian_matvec(obs_f, params)  # includes c
+        cg_matvec = (
+            _scaled(fisher.matvec, c)
+            if fisher is not None and fisher.structured
+            else self._kl_hessian_matvec(obs_f, params)  # includes c
+        )
         x = conjugate_gradient(lambda v: cg_matvec(v) + damping * v, g, self.cg_max_steps)
         info["fisher_solver"] = "cg"
         return x, info
