@@ -9,6 +9,7 @@ would otherwise clip to finite numbers). GRPO checks its own rollouts (see :mod:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -30,26 +31,56 @@ def _finite(value: Any) -> bool:
     return value.dtype.kind not in "fc" or bool(np.isfinite(value).all())
 
 
-def check_finite_step(observations: Any, rewards: np.ndarray, infos: list[dict[str, Any]], episode_step: np.ndarray) -> None:
+def _sum_finite(value: Any) -> bool:
+    """Fast test: a finite sum means every element is finite (an overflowing sum of finite values says False, and
+    the exact test that follows then finds nothing). One reduction and no temporary array: this runs every step."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind not in "fc" or math.isfinite(value.sum())
+    return _finite(value)
+
+
+def _observations_finite(observations: Any) -> bool:
+    if isinstance(observations, dict):
+        return all(_sum_finite(value) for value in observations.values())
+    return _sum_finite(observations)
+
+
+def check_finite_step(
+    observations: Any,
+    rewards: np.ndarray,
+    infos: list[dict[str, Any]],
+    episode_step: np.ndarray,
+    dones: np.ndarray | None = None,
+) -> None:
     """Raise a ``ValueError`` naming the env index and episode step of the first non-finite reward or observation.
 
     :param observations: the observations the VecEnv returned (array or dict of arrays, one row per env).
     :param rewards: ``(n_envs,)`` rewards.
     :param infos: the step's infos (their ``terminal_observation`` entries are checked too).
     :param episode_step: ``(n_envs,)`` the step of its episode each env has just taken (1 for the first).
+    :param dones: ``(n_envs,)`` the step's dones, if known: only the infos of envs that are done can hold a terminal
+        observation, so the infos of the others are not looked at. ``None``: look at every info.
     """
+    # The common case (this runs on every env step) costs one reduction per array and no Python loop over envs.
+    if _sum_finite(rewards) and _observations_finite(observations):
+        if dones is None:
+            ended = range(len(infos))
+        elif not dones.any():
+            return
+        else:
+            ended = np.flatnonzero(dones).tolist()
+        terminals = [(env, infos[env]["terminal_observation"]) for env in ended if "terminal_observation" in infos[env]]
+        if all(_observations_finite(terminal) for _, terminal in terminals):
+            return
     rewards = np.asarray(rewards)
-    parts = list(observations.items()) if isinstance(observations, dict) else [(None, observations)]
-    # The common case costs one vectorised test per array (this runs on every env step).
-    if _finite(rewards) and all(_finite(value) for _, value in parts) and not any("terminal_observation" in i for i in infos):
-        return
-    bad = ~np.isfinite(rewards)
+    bad = ~np.isfinite(rewards) if rewards.dtype.kind in "fc" else np.zeros(rewards.shape, dtype=bool)
     if bad.any():
         env = int(np.flatnonzero(bad)[0])
         raise ValueError(
             f"Env {env} (its index in the VecEnv) returned a non-finite reward ({float(rewards[env])}) at step "
             f"{int(episode_step[env])} of its episode. Fix the env (or wrap it to clip or replace such rewards)."
         )
+    parts = list(observations.items()) if isinstance(observations, dict) else [(None, observations)]
     for key, value in parts:
         row = _first_bad_row(value)
         if row is not None:
@@ -82,22 +113,33 @@ class _FiniteStepCheck(BaseCallback):
         starts = model._last_episode_starts
         if starts is not None and len(starts) == n_envs:
             steps = np.where(np.asarray(starts, dtype=bool), 0, steps)
+        # Episode step of env i = self._clock - self._episode_start[i]: a Python int ticks every step, the array
+        # changes only when an episode ends (numpy calls cost microseconds each on this path).
+        self._clock = 0
+        self._episode_start = -np.asarray(steps, dtype=np.int64)
         model._finite_check_episode_step = steps
 
+    def _episode_steps(self) -> np.ndarray:
+        return self._clock - self._episode_start
+
     def _on_step(self) -> bool:
-        model: Any = self.model
-        steps = model._finite_check_episode_step
-        steps += 1
-        vec_normalize = model._vec_normalize_env
+        self._clock += 1
+        step_locals = self.locals
+        vec_normalize = self.model._vec_normalize_env
         if vec_normalize is not None:
-            observations, rewards = vec_normalize.get_original_obs(), vec_normalize.get_original_reward()
+            # The raw values VecNormalize keeps (get_original_obs()/get_original_reward() return copies).
+            observations, rewards = vec_normalize.old_obs, vec_normalize.old_reward
         else:
-            observations, rewards = self.locals["new_obs"], self.locals["rewards"]
-        check_finite_step(observations, rewards, self.locals.get("infos", []), steps)
-        dones = np.asarray(self.locals["dones"], dtype=bool)
-        if dones.any():
-            steps[dones] = 0
+            observations, rewards = step_locals["new_obs"], step_locals["rewards"]
+        dones = np.asarray(step_locals["dones"], dtype=bool)
+        if not (_sum_finite(rewards) and _observations_finite(observations) and not dones.any()):
+            check_finite_step(observations, rewards, step_locals.get("infos", []), self._episode_steps(), dones)
+            self._episode_start[dones] = self._clock
         return True
+
+    def _on_training_end(self) -> None:
+        model: Any = self.model
+        model._finite_check_episode_step = self._episode_steps()  # carried into the next learn() call
 
 
 class FiniteRolloutMixin:
