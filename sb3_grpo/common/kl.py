@@ -84,10 +84,11 @@ def distribution_parameters(distribution: Distribution) -> th.Tensor:
     return th.cat([dist.mean, dist.stddev], dim=1)  # type: ignore[union-attr]
 
 
-def _categorical_kl(old_logits: th.Tensor, new_logits: th.Tensor) -> th.Tensor:
-    """``sum_k p_k (log p_k - log q_k)`` over the last dimension, from (possibly unnormalised) logits."""
+def _categorical_kl(old_logits: th.Tensor, new_log_p: th.Tensor) -> th.Tensor:
+    """``sum_k p_k (log p_k - log q_k)`` over the last dimension, from (possibly unnormalised) old logits and the new
+    distribution's log-probabilities (``torch.distributions.Categorical.logits``, which torch normalises)."""
     old_log_p = th.log_softmax(old_logits, dim=-1)
-    return (old_log_p.exp() * (old_log_p - th.log_softmax(new_logits, dim=-1))).sum(dim=-1)
+    return (old_log_p.exp() * (old_log_p - new_log_p)).sum(dim=-1)
 
 
 def _bernoulli_kl(old_logits: th.Tensor, new_logits: th.Tensor) -> th.Tensor:
