@@ -129,3 +129,54 @@ def test_branching_needs_whole_blocks_of_slots():
 
     with pytest.raises(ValueError, match="multiple of group_size"):
         GRPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=3), group_size=2, branch_every=10, device="cpu")
+
+
+def test_branch_pivot_alive_branches_from_a_survivor_instead_of_restarting():
+    """CartPole under a random policy ends episodes at different times inside a segment: with "any" a block restarts
+    from reset whenever its pre-drawn member fell; with "alive" only when every member fell."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    fresh, resets = {}, {}
+    for pivot in ("any", "alive"):
+        venv = make_vec_env("CartPole-v1", n_envs=4, seed=0)
+        model = GRPO(
+            "MlpPolicy",
+            venv,
+            group_size=4,
+            branch_every=12,
+            n_steps=120,
+            n_epochs=1,
+            branch_pivot=pivot,
+            seed=0,
+            device="cpu",
+        )
+        calls = []
+        original = venv.env_method
+
+        def spy(name, *args, indices=None, _original=original, _calls=calls, **kwargs):
+            _calls.append((name, indices))
+            return _original(name, *args, indices=indices, **kwargs)
+
+        venv.env_method = spy
+        model.learn(1)
+        fresh[pivot] = model._group_counter  # groups started from a reset
+        resets[pivot] = sum(1 for name, _ in calls if name == "sb3_grpo_schedule_reset")  # one per slot of such a group
+        starts = np.r_[0, np.cumsum(np.bincount(model.rollout_buffer.trajectory))[:-1]]
+        firsts = model.rollout_buffer.observations[starts]
+        for g in np.unique(model.rollout_buffer.group_ids):  # members of every segment-group share their first state
+            members = firsts[model.rollout_buffer.group_ids == g]
+            np.testing.assert_array_equal(members, np.broadcast_to(members[0], members.shape))
+        venv.close()
+    assert resets["any"] == 4 * fresh["any"] and resets["alive"] == 4 * fresh["alive"]
+    assert fresh["alive"] < fresh["any"], fresh
+
+
+def test_branch_pivot_is_checked():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    with pytest.raises(ValueError, match=r"branch_pivot must be one of \('any', 'alive'\), got 'best'"):
+        GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), group_size=2, branch_every=10, branch_pivot="best")

@@ -33,6 +33,7 @@ SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 GROUP_LOSS_SCALES = ("mean", "sqrt")
 IMPORTANCE_SAMPLING_LEVELS = ("step", "trajectory")
+BRANCH_PIVOTS = ("any", "alive")
 
 
 def trajectory_loss_weights(
@@ -220,6 +221,11 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         (built-in: classic control and MuJoCo; others via the ``register_state_snapshots`` hook). Segments should
         span about ``1 / (1 - gamma)`` steps or more. Trajectories handed to reward functions and estimators are
         segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation.
+    :param branch_pivot: which member's state the next segment branches from. ``"any"`` (default): a member drawn at
+        random before the segment; if its episode ended within the segment, the block starts a new group from a
+        fresh reset. ``"alive"``: if that member's episode ended, a member drawn at random among those still running
+        (each survivor equally likely); a new group only when every member's episode ended. On envs whose episodes
+        end early while learning (Hopper), ``"any"`` keeps restarting from reset and rarely trains on later states.
     :param verify_group_starts: check that the members of every group saw the same first observation and raise
         :class:`NonReproducibleResetError` if not. Set ``False`` only for envs whose seeded resets are knowingly
         not reproducible (the group baseline then compares different start states).
@@ -272,6 +278,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         max_grad_norm: float = 0.5,
         target_kl: float | None = None,
         branch_every: int | None = None,
+        branch_pivot: str = "any",
         verify_group_starts: bool = True,
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
@@ -328,6 +335,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         self.advantage_kwargs = dict(advantage_kwargs or {})
         self.target_kl = target_kl
         self.branch_every = branch_every
+        self.branch_pivot = branch_pivot
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
         self._check_arguments()
@@ -375,6 +383,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
             fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
+        if self.branch_pivot not in BRANCH_PIVOTS:
+            fail(f"branch_pivot must be one of {BRANCH_PIVOTS}, got {self.branch_pivot!r}")
         if self.branch_every is not None:
             if self.branch_every < 1:
                 fail(f"branch_every must be >= 1 or None, got {self.branch_every!r}")
@@ -662,6 +672,10 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             for block in range(n_blocks):
                 pivot = block * size + int(pivots[block])
                 alive = active[pivot] >= 0
+                if not alive and self.branch_pivot == "alive":
+                    survivors = block * size + np.flatnonzero(active[block * size : (block + 1) * size] >= 0)
+                    if len(survivors):
+                        pivot, alive = int(self._np_rng.choice(survivors)), True
                 snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
             for slot in np.flatnonzero(active >= 0).tolist():
                 ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
