@@ -103,9 +103,10 @@ def main(argv: list[str] | None = None) -> None:
     lines = ["## Per environment", ""]
     lines.append(
         "| env | algo | seeds | budget | final eval (mean ± std) | IQM [95% CI] | reached threshold "
-        "| median steps to threshold | fps | fps ratio | update ms | update ratio | peak RSS MB |"
+        "| median steps to threshold | median train s to threshold | fps | fps ratio | update ms | update ratio "
+        "| peak RSS MB |"
     )
-    lines.append("|" + "---|" * 13)
+    lines.append("|" + "---|" * 14)
     for env in envs:
         for algo in algos:
             cells = by.get((env, algo))
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
             finals = np.array([c["final_eval"] for c in cells])
             lo, hi = bootstrap_ci(finals)
             reached = [c["steps_to_threshold"] for c in cells if c["steps_to_threshold"] is not None]
+            seconds = [c["seconds_to_threshold"] for c in cells if c.get("seconds_to_threshold") is not None]
             fps = np.mean([c["fps"] for c in cells])
             upd = [c["update_ms"] for c in cells if c["update_ms"]]
             base = by.get((env, BASELINE_OF.get(algo.split(":")[0], "ppo")))
@@ -122,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(
                 f"| {env} | {algo} | {len(cells)} | {cells[0]['budget']:,} | {finals.mean():.1f} ± {finals.std():.1f} | "
                 f"{iqm(finals):.1f} [{fmt(lo)}, {fmt(hi)}] | {len(reached)}/{len(cells)} ({THRESHOLDS.get(env, '-')}) | "
-                f"{fmt(float(np.median(reached)) if reached else None, ',.0f')} | {fps:,.0f} | {fmt(fps_ratio, '.2f')} | "
+                f"{fmt(float(np.median(reached)) if reached else None, ',.0f')} | "
+                f"{fmt(float(np.median(seconds)) if seconds else None, '.0f')} | {fps:,.0f} | {fmt(fps_ratio, '.2f')} | "
                 f"{fmt(float(np.mean(upd)) if upd else None)} | {fmt(upd_ratio, '.2f')} | "
                 f"{np.max([c['peak_rss_mb'] for c in cells]):.0f} |"
             )
