@@ -197,6 +197,26 @@ def test_the_episode_step_counts_on_across_learn_calls(name):
         model.learn(8, reset_num_timesteps=False)
 
 
+@pytest.mark.filterwarnings("error")  # no overflow warning from the fast path either
+def test_the_per_step_check_passes_huge_finite_values_and_names_every_kind_of_non_finite_one():
+    from sb3_grpo.common.rollout_checks import check_finite_step
+
+    steps, dones = np.array([3, 9]), np.array([False, True])
+    huge32 = np.full((2, 3), np.finfo(np.float32).max, dtype=np.float32)  # a float32 sum would overflow to inf
+    huge64 = np.full((2, 3), 1e300)
+    for obs in (huge32, huge64, {"a": huge32, "b": np.ones((2, 2), dtype=np.int64)}, np.ones((2, 1), dtype=np.complex64)):
+        check_finite_step(obs, np.array([1.0, 2.0]), [{}, {"terminal_observation": np.ones(3)}], steps, dones)
+    with pytest.raises(ValueError, match=r"Env 1 .* non-finite observation \(key 'a'\) .* at step 9"):
+        bad = huge32.copy()
+        bad[1, 2] = np.inf
+        check_finite_step({"a": bad}, np.zeros(2), [{}, {}], steps, np.zeros(2, dtype=bool))
+    with pytest.raises(ValueError, match=r"Env 0 .* non-finite observation .* at step 3"):
+        check_finite_step(np.array([[np.nan + 1j], [1j]]), np.zeros(2), [{}, {}], steps, None)
+    with pytest.raises(ValueError, match=r"Env 1 .* non-finite terminal observation .* at step 9"):
+        check_finite_step(huge64, np.zeros(2), [{}, {"terminal_observation": np.array([np.nan])}], steps, dones)
+    check_finite_step(huge64, np.zeros(2), [{}, {"terminal_observation": np.array([np.nan])}], steps, ~dones)  # not done
+
+
 # ---------------------------------------------------------------- estimators and reward functions
 
 

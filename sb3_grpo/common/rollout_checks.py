@@ -32,10 +32,11 @@ def _finite(value: Any) -> bool:
 
 
 def _sum_finite(value: Any) -> bool:
-    """Fast test: a finite sum means every element is finite (an overflowing sum of finite values says False, and
-    the exact test that follows then finds nothing). One reduction and no temporary array: this runs every step."""
-    if isinstance(value, np.ndarray):
-        return value.dtype.kind not in "fc" or math.isfinite(value.sum())
+    """Fast test: a finite sum means every element is finite. One reduction, no temporary array: this runs every step.
+    Smaller floats are summed in float64, which cannot overflow; a float64 sum overflows only for values near 1e308
+    (it then says False with numpy's overflow warning, and the exact test that follows finds nothing)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind != "c":
+        return value.dtype.kind != "f" or math.isfinite(value.sum(dtype=np.float64))
     return _finite(value)
 
 
