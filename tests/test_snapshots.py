@@ -180,3 +180,60 @@ def test_branch_pivot_is_checked():
 
     with pytest.raises(ValueError, match=r"branch_pivot must be one of \('any', 'alive'\), got 'best'"):
         GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), group_size=2, branch_every=10, branch_pivot="best")
+
+
+def _branching_pendulum(seed=0):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    return GRPO(
+        "MlpPolicy",
+        make_vec_env("Pendulum-v1", n_envs=4, seed=seed),
+        group_size=2,
+        branch_every=30,
+        n_steps=40,
+        n_epochs=1,
+        seed=seed,
+        device="cpu",
+    )
+
+
+def test_branching_episodes_go_on_across_rollouts():
+    """A rollout starts from the states the previous one ended its last segment with, so episodes run on to their
+    time limit instead of restarting every rollout; a fresh learn() call starts new groups."""
+    model = _branching_pendulum()
+
+    def clocks():  # TimeLimit's step counter in every slot
+        return set(model.env.get_attr("_elapsed_steps"))
+
+    model.learn(240)  # one rollout: two segments of 30 steps in each block of 2 slots
+    assert clocks() == {60} and model._group_counter == 2
+    env_id, states = model._branch_states
+    assert env_id == "Pendulum-v1" and len(states) == 2 and all(state is not None for state in states)
+    model.learn(240, reset_num_timesteps=False)
+    assert clocks() == {120} and model._group_counter == 2  # branched on from step 60, no new group
+    model.learn(240)
+    assert clocks() == {60} and model._group_counter == 4
+
+
+def test_branching_resume_from_save_or_mid_rollout_checkpoint_is_exact(tmp_path):
+    import torch as th
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    def params(model):
+        return th.cat([p.detach().flatten() for p in model.policy.parameters()])
+
+    straight = _branching_pendulum()
+    straight.learn(1440)
+    first = _branching_pendulum()
+    first.learn(720, callback=CheckpointCallback(save_freq=50, save_path=str(tmp_path), name_prefix="ck"))
+    first.save(tmp_path / "half.zip")
+    for path in (tmp_path / "half.zip", sorted(tmp_path.glob("ck_*.zip"))[-1]):
+        resumed = GRPO.load(path, env=make_vec_env("Pendulum-v1", n_envs=4, seed=123), device="cpu")
+        assert resumed._branch_states is not None
+        resumed.learn(1440 - resumed.num_timesteps, reset_num_timesteps=False)
+        th.testing.assert_close(params(resumed), params(straight), rtol=0, atol=0)

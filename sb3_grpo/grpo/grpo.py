@@ -248,6 +248,8 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         "MultiInputPolicy": MultiInputPolicy,
     }
     policy: ActorPolicy  # type: ignore[assignment]
+    #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
+    _branch_states: tuple[str, list[Any]] | None = None
 
     def __init__(
         self,
@@ -472,6 +474,25 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             )
         return record[2]
 
+    @staticmethod
+    def _env_id(env: VecEnv) -> str:
+        spec = env.get_attr("spec", indices=[0])[0]
+        return str(getattr(spec, "id", None) or env.get_attr("unwrapped", indices=[0])[0].__class__.__qualname__)
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ) -> tuple[int, BaseCallback]:
+        # A fresh run (reset_num_timesteps=True, SB3's default) starts new groups; a continued one carries on the
+        # branching groups' episodes where the previous rollout left them.
+        if reset_num_timesteps:
+            self._branch_states = None
+        return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+
     def _begin_rollout(self) -> None:
         """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
         then reseed torch's generator from the model's own, so the rollout's actions depend on saved state only."""
@@ -479,6 +500,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             "num_timesteps": self.num_timesteps,
             "_group_counter": self._group_counter,
             "_np_rng": copy.deepcopy(self._np_rng),
+            "_branch_states": getattr(self, "_branch_states", None),
         }
         th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
 
@@ -624,7 +646,13 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         callback.on_rollout_start()
 
         target = n_rollout_steps * n_envs
-        snapshots: list[Any] = [None] * n_blocks  # state to branch from, per block (None: start a new group)
+        # State to branch from, per block (None: start a new group). Episodes go on across rollouts: a rollout starts
+        # from the states the previous one ended its last segment with (on the same env, with the same blocks).
+        env_id = self._env_id(env)
+        carried = getattr(self, "_branch_states", None)
+        snapshots: list[Any] = [None] * n_blocks
+        if carried is not None and carried[0] == env_id and len(carried[1]) == n_blocks:
+            snapshots = list(carried[1])
         group_of: dict[int, int] = {}
         digests: dict[int, str] = {}
         ends: dict[int, tuple[bool, bool]] = {}
@@ -681,6 +709,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
                 ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
 
         self._group_counter += new_groups
+        self._branch_states = (env_id, list(snapshots))
         self._build_batch(rollout_buffer, record, ends, group_of, digests, segment_groups)
         self._last_obs = obs  # type: ignore[assignment]
         callback.update_locals(locals())
