@@ -220,7 +220,9 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         ``group_size`` (each block of G slots runs one group in lockstep) and a state snapshotter for the env
         (built-in: classic control and MuJoCo; others via the ``register_state_snapshots`` hook). Segments should
         span about ``1 / (1 - gamma)`` steps or more. Trajectories handed to reward functions and estimators are
-        segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation.
+        segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation. Episodes go
+        on across rollouts: a rollout starts from the states the previous one ended with (saved with the model);
+        ``learn(reset_num_timesteps=True)`` starts new groups.
     :param branch_pivot: which member's state the next segment branches from. ``"any"`` (default): a member drawn at
         random before the segment; if its episode ended within the segment, the block starts a new group from a
         fresh reset. ``"alive"``: if that member's episode ended, a member drawn at random among those still running
