@@ -182,7 +182,7 @@ def test_branch_pivot_is_checked():
         GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), group_size=2, branch_every=10, branch_pivot="best")
 
 
-def _branching_pendulum(seed=0):
+def _branching_pendulum(seed=0, carry_over=True):
     from stable_baselines3.common.env_util import make_vec_env
 
     from sb3_grpo import GRPO
@@ -196,6 +196,7 @@ def _branching_pendulum(seed=0):
         n_epochs=1,
         seed=seed,
         device="cpu",
+        branch_carry_over=carry_over,
     )
 
 
@@ -214,6 +215,11 @@ def test_branching_episodes_go_on_across_rollouts():
     model.learn(240, reset_num_timesteps=False)
     assert clocks() == {120} and model._group_counter == 2  # branched on from step 60, no new group
     model.learn(240)
+    assert clocks() == {60} and model._group_counter == 4
+
+    model = _branching_pendulum(carry_over=False)  # the other choice: every rollout starts new groups
+    model.learn(240)
+    model.learn(240, reset_num_timesteps=False)
     assert clocks() == {60} and model._group_counter == 4
 
 

@@ -220,9 +220,11 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         ``group_size`` (each block of G slots runs one group in lockstep) and a state snapshotter for the env
         (built-in: classic control and MuJoCo; others via the ``register_state_snapshots`` hook). Segments should
         span about ``1 / (1 - gamma)`` steps or more. Trajectories handed to reward functions and estimators are
-        segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation. Episodes go
-        on across rollouts: a rollout starts from the states the previous one ended with (saved with the model);
-        ``learn(reset_num_timesteps=True)`` starts new groups.
+        segments; ``rollout/ep_rew_mean`` then reports segment returns, so judge progress by evaluation.
+    :param branch_carry_over: with branching groups, episodes go on across rollouts: a rollout starts from the states
+        the previous one ended with (saved with the model; ``learn(reset_num_timesteps=True)`` starts new groups).
+        ``False``: every rollout starts new groups from reset, which caps episodes at the rollout's length rounded up
+        to whole segments (a curriculum of early-episode states; it scored higher on HalfCheetah, see BENCHMARKS.md).
     :param branch_pivot: which member's state the next segment branches from. ``"any"`` (default): a member drawn at
         random before the segment; if its episode ended within the segment, the block starts a new group from a
         fresh reset. ``"alive"``: if that member's episode ended, a member drawn at random among those still running
@@ -283,6 +285,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         target_kl: float | None = None,
         branch_every: int | None = None,
         branch_pivot: str = "any",
+        branch_carry_over: bool = True,
         verify_group_starts: bool = True,
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
@@ -340,6 +343,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         self.target_kl = target_kl
         self.branch_every = branch_every
         self.branch_pivot = branch_pivot
+        self.branch_carry_over = branch_carry_over
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
         self._check_arguments()
@@ -653,7 +657,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         env_id = self._env_id(env)
         carried = getattr(self, "_branch_states", None)
         snapshots: list[Any] = [None] * n_blocks
-        if carried is not None and carried[0] == env_id and len(carried[1]) == n_blocks:
+        if self.branch_carry_over and carried is not None and carried[0] == env_id and len(carried[1]) == n_blocks:
             snapshots = list(carried[1])
         group_of: dict[int, int] = {}
         digests: dict[int, str] = {}
