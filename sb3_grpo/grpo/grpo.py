@@ -506,7 +506,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
             "num_timesteps": self.num_timesteps,
             "_group_counter": self._group_counter,
             "_np_rng": copy.deepcopy(self._np_rng),
-            "_branch_states": getattr(self, "_branch_states", None),
+            "_branch_states": self._branch_states,
         }
         th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
 
@@ -655,7 +655,7 @@ class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
         # State to branch from, per block (None: start a new group). Episodes go on across rollouts: a rollout starts
         # from the states the previous one ended its last segment with (on the same env, with the same blocks).
         env_id = self._env_id(env)
-        carried = getattr(self, "_branch_states", None)
+        carried = self._branch_states
         snapshots: list[Any] = [None] * n_blocks
         if self.branch_carry_over and carried is not None and carried[0] == env_id and len(carried[1]) == n_blocks:
             snapshots = list(carried[1])
