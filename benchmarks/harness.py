@@ -57,6 +57,8 @@ BASELINES = ("ppo", "trpo")
 
 
 def _zoo_file(algo: str) -> Path:
+    if algo.endswith(":default"):  # "grpo:default": the `default` entry of zoo_configs/grpo.yml, on any env
+        return ROOT / "zoo_configs" / f"{algo.split(':')[0]}.yml"
     if ":" in algo:  # a sweep variant "grpo:tag" reads benchmarks/sweeps/grpo_tag.yml
         base, tag = algo.split(":", 1)
         return ROOT / "benchmarks" / "sweeps" / f"{base}_{tag}.yml"
@@ -71,10 +73,15 @@ def _zoo_file(algo: str) -> Path:
 
 
 def load_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
-    """The rl-zoo style entry for ``env_id`` (falling back to -v4 for -v5 envs, then to ``default``)."""
+    """The rl-zoo style entry for ``env_id`` (falling back to -v4 for -v5 envs, then to ``default``).
+
+    ``"<algo>:default"`` scores our zoo file's ``default`` entry (what rl-zoo uses on an env without its own entry)
+    on any env, ignoring the env's own entry.
+    """
     path = _zoo_file(algo)
     table = yaml.safe_load(path.read_text()) if path.exists() else {}
-    for key in (env_id, env_id.replace("-v5", "-v4"), "default"):
+    keys = ("default",) if algo.endswith(":default") else (env_id, env_id.replace("-v5", "-v4"), "default")
+    for key in keys:
         if key in (table or {}):
             return dict(table[key])
     raise KeyError(f"No hyperparameters for {algo} on {env_id} in {path}")

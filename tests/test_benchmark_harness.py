@@ -1,0 +1,32 @@
+"""The benchmark harness reads the hyperparameters it says it reads."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.harness import cell_name, load_hyperparams
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("algo", ["grpo", "exact_trpo", "adaptive_kl_ppo"])
+def test_default_variant_reads_the_zoo_default_entry_on_any_env(algo):
+    table = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())
+    # CartPole-v1 has its own entry; "<algo>:default" must ignore it and score the `default` entry instead.
+    assert table["CartPole-v1"] != table["default"]
+    assert load_hyperparams(f"{algo}:default", "CartPole-v1") == table["default"]
+    assert load_hyperparams(algo, "CartPole-v1") == table["CartPole-v1"]
+    assert load_hyperparams(algo, "MountainCar-v0") == table["default"]  # no entry: rl-zoo's fallback
+    assert cell_name(f"{algo}:default", "CartPole-v1", 0, 1000) == f"{algo}-default__CartPole-v1__s0__1000"
+
+
+def test_v5_envs_fall_back_to_the_v4_entry_then_default():
+    assert load_hyperparams("ppo", "Hopper-v5") == load_hyperparams("ppo", "Hopper-v4")
+
+
+def test_sweep_variant_reads_its_sweep_file():
+    table = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / "grpo_hop_f.yml").read_text())
+    assert load_hyperparams("grpo:hop_f", "Hopper-v5") == table["Hopper-v5"]
+    with pytest.raises(KeyError, match="No hyperparameters"):
+        load_hyperparams("grpo:hop_f", "CartPole-v1")
