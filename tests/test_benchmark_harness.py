@@ -30,3 +30,11 @@ def test_sweep_variant_reads_its_sweep_file():
     assert load_hyperparams("grpo:hop_f", "Hopper-v5") == table["Hopper-v5"]
     with pytest.raises(KeyError, match="No hyperparameters"):
         load_hyperparams("grpo:hop_f", "CartPole-v1")
+
+
+def test_instruction_count_parsed_from_cachegrind_summary():
+    from benchmarks.bench_instructions import parse_instructions
+
+    stderr = "==14164== Command: python -m x\n==14164== \n==14164== I   refs:      10,281,798,785\n"
+    assert parse_instructions(stderr) == 10_281_798_785
+    assert parse_instructions("==1== Command: python\nKilled\n") is None
