@@ -9,22 +9,33 @@ J=${JOBS:-2}
 python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4 --jobs "$J"
 # ExactTRPO vs sb3-contrib TRPO: 1e5 steps on the classic envs, 5 seeds.
 python -m benchmarks.harness --algos exact_trpo trpo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4 --budget 100000 --jobs "$J"
-# Issue 10: branching groups on Pendulum (benchmarks/sweeps/grpo_branch.yml), 3 seeds at 300k.
-python -m benchmarks.harness --algos grpo:branch --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
+# ExactTRPO's Pendulum entry (target_kl 0.02) against the earlier one (0.01) and 0.03, same run as TRPO's cells.
+python -m benchmarks.harness --algos exact_trpo:pend_kl01 exact_trpo:pend_a exact_trpo:pend_b --envs Pendulum-v1 --seeds 0 1 2 3 4 --budget 100000 --jobs "$J"
+# The `default` entries of our zoo configs, scored on one discrete and one continuous env.
+python -m benchmarks.harness --algos grpo:default exact_trpo:default adaptive_kl_ppo:default --envs CartPole-v1 Pendulum-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
+# Issue 10: branching groups on Pendulum (benchmarks/sweeps/grpo_branch.yml: new groups every rollout;
+# grpo_branch_carry.yml: episodes carried over), 3 seeds at 300k.
+python -m benchmarks.harness --algos grpo:branch grpo:branch_carry --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
 # AdaptiveKLPPO vs SB3 PPO at the GRPO comparison's budgets (PPO cells reused), 5 seeds.
 python -m benchmarks.harness --algos adaptive_kl_ppo ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4 --jobs "$J"
 # Part B (cells committed in benchmarks/results/raw/): MuJoCo and LunarLander, 3 seeds, one cell at a time per stream.
 MJ="--eval-freq 10000 --n-eval-episodes 5 --jobs $J"
 python -m benchmarks.harness --algos adaptive_kl_ppo ppo exact_trpo trpo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 --budget 100000 $MJ
 python -m benchmarks.harness --algos adaptive_kl_ppo ppo exact_trpo trpo grpo --envs LunarLander-v3 --seeds 0 1 2 --budget 200000 --eval-freq 20000 --jobs "$J"
-# Issue 10: GRPO with branching groups (zoo_configs/grpo.yml's entries = sweeps hc_b / hop_a) and without (hc_c), 300k.
+# Issue 10: GRPO with branching groups (zoo_configs/grpo.yml's entries = sweeps hc_b / hop_f) and without (hc_c), 300k.
 MJ3="--budget 300000 --eval-freq 20000 --n-eval-episodes 5 --jobs $J"
 python -m benchmarks.harness --algos grpo:hc_b grpo:hc_c --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_carry --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 python -m benchmarks.harness --algos grpo:hc_b grpo:hop_a grpo:hop_b grpo:hop_c grpo:hop_d grpo:hop_e grpo:hop_f --envs Hopper-v5 --seeds 0 $MJ3
-python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_alive grpo --envs CartPole-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
-python -m benchmarks.harness --algos grpo:branch_classic grpo --envs Acrobot-v1 --seeds 0 1 2 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hop_f --envs Hopper-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hop_g --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_alive grpo:branch_carry grpo --envs CartPole-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
+python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_carry grpo --envs Acrobot-v1 --seeds 0 1 2 --jobs "$J"
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
-python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo grpo:branch
+python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo
 python -m benchmarks.bench_paired --algo adaptive_kl_ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 LunarLander-v3 HalfCheetah-v5 Hopper-v5
+# Instructions per iteration under valgrind (load-independent; about 50x slower than native).
+python -m benchmarks.bench_instructions --algo adaptive_kl_ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --k1 1 --k2 3
+python -m benchmarks.bench_instructions --algo adaptive_kl_ppo --envs CartPole-v1 --k1 1 --k2 3 --rollouts-only --out benchmarks/results/instructions_adaptive_kl_ppo_rollouts.csv
