@@ -64,10 +64,22 @@ def interval(scores: dict[str, np.ndarray]) -> dict[str, tuple[float, float, flo
         return {a: (iqm(s), *bootstrap_ci(s)) for a, s in scores.items()}
 
 
+def budget_label(budget: int) -> str:
+    return f"{budget // 1000}k" if budget % 1000 == 0 else str(budget)
+
+
 def load(raw: Path) -> tuple[list[dict], dict[tuple, np.ndarray]]:
+    """Every finished cell's summary and curve. Where one (env, algo) ran at several budgets, the cells of the smallest
+    keep the algorithm's name and the others become ``algo@<budget>`` (e.g. ``ppo@300k``): rows never mix budgets."""
+    loaded = [(path, json.loads(path.read_text())) for path in sorted(raw.glob("*.json"))]
+    smallest: dict[tuple[str, str], int] = {}
+    for _, s in loaded:
+        key = (s["env"], s["algo"])
+        smallest[key] = min(smallest.get(key, s["budget"]), s["budget"])
     summaries, curves = [], {}
-    for path in sorted(raw.glob("*.json")):
-        s = json.loads(path.read_text())
+    for path, s in loaded:
+        if s["budget"] != smallest[(s["env"], s["algo"])]:
+            s["algo"] = f"{s['algo']}@{budget_label(s['budget'])}"
         summaries.append(s)
         csv = path.with_suffix(".csv")
         if csv.exists():
@@ -84,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--raw", default=str(DEFAULT_OUT))
     parser.add_argument("--out", default=str(Path(DEFAULT_OUT).parent))
     parser.add_argument("--envs", nargs="+", help="only these envs (default: every env with a finished cell)")
-    parser.add_argument("--algos", nargs="+", help="only these algorithms, sweep variants included (e.g. grpo:hc_b)")
+    parser.add_argument(
+        "--algos", nargs="+", help="only these algorithms, sweep variants and other budgets included (grpo:hc_b, ppo@300k)"
+    )
     args = parser.parse_args(argv)
     raw, out = Path(args.raw), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
             seconds = [c["seconds_to_threshold"] for c in cells if c.get("seconds_to_threshold") is not None]
             fps = np.mean([c["fps"] for c in cells])
             upd = [c["update_ms"] for c in cells if c["update_ms"]]
-            base = by.get((env, BASELINE_OF.get(algo.split(":")[0], "ppo")))
+            base = by.get((env, BASELINE_OF.get(algo.split("@")[0].split(":")[0], "ppo")))
             fps_ratio = fps / np.mean([c["fps"] for c in base]) if base else None
             upd_ratio = np.mean(upd) / np.mean([c["update_ms"] for c in base if c["update_ms"]]) if base and upd else None
             lines.append(
@@ -132,7 +146,9 @@ def main(argv: list[str] | None = None) -> None:
 
     # Each algorithm against its baseline, over the envs both ran (normalised scores, all seeds of every env).
     scores: dict[str, np.ndarray] = {}
-    pairs = [(a, BASELINE_OF.get(a.split(":")[0], "ppo")) for a in algos if a not in ("ppo", "trpo")]
+    pairs = [
+        (a, BASELINE_OF.get(a.split("@")[0].split(":")[0], "ppo")) for a in algos if a.split("@")[0] not in ("ppo", "trpo")
+    ]
     agg_lines = []
     for algo, base in pairs:
         common = [

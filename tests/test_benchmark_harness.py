@@ -38,3 +38,20 @@ def test_instruction_count_parsed_from_cachegrind_summary():
     stderr = "==14164== Command: python -m x\n==14164== \n==14164== I   refs:      10,281,798,785\n"
     assert parse_instructions(stderr) == 10_281_798_785
     assert parse_instructions("==1== Command: python\nKilled\n") is None
+
+
+def test_aggregate_never_mixes_budgets(tmp_path):
+    import json
+
+    from benchmarks.aggregate import load
+
+    for budget, final in ((100_000, 1.0), (300_000, 3.0)):
+        for seed in (0, 1):
+            cell = {"algo": "ppo", "env": "Hopper-v5", "seed": seed, "budget": budget, "final_eval": final}
+            (tmp_path / f"ppo__Hopper-v5__s{seed}__{budget}.json").write_text(json.dumps(cell))
+            (tmp_path / f"ppo__Hopper-v5__s{seed}__{budget}.csv").write_text(f"timesteps,mean\n{budget},{final}\n")
+    summaries, curves = load(tmp_path)
+    by_algo = {(s["algo"], s["seed"]): s["final_eval"] for s in summaries}
+    assert by_algo == {("ppo", 0): 1.0, ("ppo", 1): 1.0, ("ppo@300k", 0): 3.0, ("ppo@300k", 1): 3.0}
+    assert curves[("ppo@300k", "Hopper-v5", 1)][0].tolist() == [300_000, 3.0]
+    assert curves[("ppo", "Hopper-v5", 1)][0].tolist() == [100_000, 1.0]
