@@ -31,7 +31,9 @@ python -m benchmarks.harness --algos grpo:hop_f --envs Hopper-v5 --seeds 0 1 2 $
 python -m benchmarks.harness --algos grpo:hop_g --envs Hopper-v5 --seeds 0 $MJ3
 python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_alive grpo:branch_carry grpo --envs CartPole-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
 python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_carry grpo --envs Acrobot-v1 --seeds 0 1 2 --jobs "$J"
-python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --out benchmarks/results/large_envs
+# SB3 PPO at GRPO's 300k budget (seed 2 of HalfCheetah not run yet).
+python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_f ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
 python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo
