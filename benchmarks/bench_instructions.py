@@ -30,8 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.bench_paired import BASELINE_OF
+
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo"}
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
