@@ -24,7 +24,7 @@ from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, s
 from sb3_grpo.common.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
+from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 
 __all__ = ["KL_ESTIMATOR_CHOICES", "AdaptiveKLPPO", "supports_exact_kl"]
 
@@ -37,7 +37,7 @@ KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
 _MIN_EVAL_CHUNK = 1024
 
 
-class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
+class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 

@@ -40,7 +40,7 @@ from sb3_grpo.common.fisher import (
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import CRITIC_PROVIDES, make_advantage_estimator
+from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 
 __all__ = ["AUTO_FISHER_DIRECTIONS", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
@@ -68,7 +68,7 @@ def _index_obs(obs: Any, idx: Any) -> Any:
     return obs[idx]
 
 
-class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, TRPO):
+class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 

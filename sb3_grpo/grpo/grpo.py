@@ -24,7 +24,7 @@ from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.rewards import RewardCombiner, Trajectory
 from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import GROUP_PROVIDES, make_advantage_estimator
+from sb3_grpo.common.utils import GROUP_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import get_reward_function
 
@@ -161,7 +161,7 @@ class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
 
 
-class GRPO(SafeSaveMixin, OnPolicyAlgorithm):
+class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     """
     Group Relative Policy Optimisation (Shao et al. 2024, DeepSeekMath), for any Gymnasium env, without a critic.
 
