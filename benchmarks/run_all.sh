@@ -33,7 +33,16 @@ python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_alive grpo:
 python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_carry grpo --envs Acrobot-v1 --seeds 0 1 2 --jobs "$J"
 # SB3 PPO at GRPO's 300k budget (seed 2 of HalfCheetah not run yet).
 python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 $MJ3
-python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_f ppo@300k --out benchmarks/results/large_envs
+# Issue 10, fifth session: Hopper variants (hop_n = the zoo entry: no observation normalisation), Pendulum speed
+# sweep (pend_ep20_lin2 = the zoo entry), per-step baseline vs plain GRPO on CartPole and Acrobot.
+python -m benchmarks.harness --algos grpo:hop_h grpo:hop_i grpo:hop_j grpo:hop_k grpo:hop_l grpo:hop_m grpo:hop_n grpo:hop_o --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:hop_n --envs Hopper-v5 --seeds 1 2 3 4 $MJ3
+python -m benchmarks.harness --algos grpo:pend_g90 grpo:pend_g95 grpo:pend_small grpo:pend_g90_small grpo:pend_lr3 grpo:pend_ls grpo:pend_ep20 grpo:pend_g8 --envs Pendulum-v1 --seeds 0 1 --budget 100000 --jobs "$J"
+python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep40 grpo:pend_ep20_small grpo:pend_ep20 grpo:pend_ep20_lr3 --envs Pendulum-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
+python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep20_lin2 --envs Pendulum-v1 --seeds 0 1 2 3 4 --jobs "$J"
+python -m benchmarks.harness --algos grpo:cart_zscore --envs CartPole-v1 --seeds 0 1 2 3 4 --jobs "$J"
+python -m benchmarks.harness --algos grpo:acro_step --envs Acrobot-v1 --seeds 0 1 2 3 4 --jobs "$J"
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_n ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
 python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo
