@@ -37,11 +37,14 @@ python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 Hopper-v5 --seeds
 # sweep (pend_ep20_lin2 = the zoo entry), per-step baseline vs plain GRPO on CartPole and Acrobot.
 python -m benchmarks.harness --algos grpo:hop_h grpo:hop_i grpo:hop_j grpo:hop_k grpo:hop_l grpo:hop_m grpo:hop_n grpo:hop_o --envs Hopper-v5 --seeds 0 $MJ3
 python -m benchmarks.harness --algos grpo:hop_n --envs Hopper-v5 --seeds 1 2 3 4 $MJ3
+python -m benchmarks.harness --algos grpo:hop_f --envs Hopper-v5 --seeds 3 4 $MJ3
 python -m benchmarks.harness --algos grpo:pend_g90 grpo:pend_g95 grpo:pend_small grpo:pend_g90_small grpo:pend_lr3 grpo:pend_ls grpo:pend_ep20 grpo:pend_g8 --envs Pendulum-v1 --seeds 0 1 --budget 100000 --jobs "$J"
 python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep40 grpo:pend_ep20_small grpo:pend_ep20 grpo:pend_ep20_lr3 --envs Pendulum-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
 python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep20_lin2 --envs Pendulum-v1 --seeds 0 1 2 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo:cart_zscore --envs CartPole-v1 --seeds 0 1 2 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo:acro_step --envs Acrobot-v1 --seeds 0 1 2 3 4 --jobs "$J"
+# GRPO's Pendulum throughput with the 20-epoch entry, against PPO in the same sequential run.
+python -m benchmarks.bench_throughput --steps 30000 --envs Pendulum-v1 --algos ppo grpo --repeats 3 --out benchmarks/results/throughput_grpo_pendulum.csv
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_n ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).

@@ -17,7 +17,7 @@ GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards"})
 
 class ClampedProgressMixin:
     """
-    Keeps the remaining progress that schedules see (learning rate, clip range) in [0, 1].
+    Keeps the remaining progress that schedules see (learning rate, clip range) at 0 or above.
 
     SB3 computes ``1 - num_timesteps / total_timesteps``, which goes negative when the last rollout overshoots the
     budget; a linear schedule (``lin_<x>``: ``progress * x``) then gives a *negative* learning rate for the last
@@ -30,7 +30,7 @@ class ClampedProgressMixin:
 
     def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
         super()._update_current_progress_remaining(num_timesteps, total_timesteps)  # type: ignore[misc]
-        self._current_progress_remaining = min(1.0, max(0.0, self._current_progress_remaining))
+        self._current_progress_remaining = max(0.0, self._current_progress_remaining)
 
 
 def fitting_estimators(provides: frozenset[str]) -> list[str]:
