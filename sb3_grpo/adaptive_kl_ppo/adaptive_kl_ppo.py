@@ -258,6 +258,9 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
                 return False
             return math.isfinite(value) and cast(float, value) > 0  # typeshed's numbers.Real declares no comparisons
 
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                fail(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if not (isinstance(self.batch_size, numbers.Integral) and self.batch_size >= 1):
             fail(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
         if self.normalize_advantage and self.batch_size < 2:

@@ -248,6 +248,9 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         def fail(message: str) -> None:
             raise ValueError(f"ExactTRPO: {message}")
 
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                fail(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
         if self.fisher_solver not in FISHER_SOLVERS:
             fail(f"fisher_solver must be one of {FISHER_SOLVERS}, got {self.fisher_solver!r}")
         if not self.target_kl > 0:

@@ -362,6 +362,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             fail(f"groups_per_rollout must be >= 1 or None, got {self.groups_per_rollout!r}")
         if self.n_steps < 1:
             fail(f"n_steps must be >= 1, got {self.n_steps!r}")
+        if not 0 <= self.gamma <= 1:
+            fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
         if self.batch_size is not None and self.batch_size < 1:
             fail(f"batch_size must be >= 1 or None (whole batch), got {self.batch_size!r}")
         if self.n_epochs < 1:
