@@ -248,8 +248,12 @@ def plots(envs, algos, by, curves, scores, out: Path) -> None:
         )
         ax1.set_xlabel("IQM normalised score (95% CI)")
         taus = np.linspace(0, 1.2, 100)
+        # Baselines scored against several algorithms ("ppo (vs grpo)", "ppo (vs adaptive_kl_ppo)") share their colour:
+        # each comparison gets its own line style so the lines can be told apart.
+        styles = iter(["--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3))] * 4)
         for a in names:
-            ax2.plot(taus, [(scores[a] > t).mean() for t in taus], label=a, color=colors[a])
+            style = next(styles) if " (vs " in a else "-"
+            ax2.plot(taus, [(scores[a] > t).mean() for t in taus], label=a, color=colors[a], ls=style)
         ax2.set_xlabel("normalised score τ")
         ax2.set_ylabel("fraction of runs > τ")
         ax2.set_title("performance profile")
