@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import DEFAULT_OUT, THRESHOLDS
+from benchmarks.harness import BASELINE_OF, DEFAULT_OUT, THRESHOLDS
 
 #: (random policy score, reference score) per env for normalised scores: reference = the "solved" threshold.
 NORMALISATION = {
@@ -30,7 +30,6 @@ NORMALISATION = {
     "Hopper-v5": (18.0, 1000.0),
 }
 #: Which baseline each algorithm is compared with (ratios).
-BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo", "ppo": "ppo", "trpo": "trpo"}
 ORDER = ["grpo", "exact_trpo", "adaptive_kl_ppo", "ppo", "trpo"]
 
 

@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.bench_paired import BASELINE_OF
+from benchmarks.harness import BASELINE_OF, OURS
 
 ROOT = Path(__file__).resolve().parents[1]
 _IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
@@ -88,7 +88,7 @@ def count_instructions(algo: str, env_id: str, iterations: int, seed: int, rollo
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="adaptive_kl_ppo", choices=sorted(BASELINE_OF))
+    parser.add_argument("--algo", default="adaptive_kl_ppo", choices=sorted(OURS))
     parser.add_argument("--baseline", default=None, help="default: the algorithm's baseline (ppo or trpo)")
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
     parser.add_argument("--k1", type=int, default=1, help="iterations of the shorter run (>= 1: lazy init)")

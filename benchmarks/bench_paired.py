@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import BASELINE_OF, OURS
+
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo"}
 
 
 def _timed_model(algo: str, env_id: str, seed: int):
@@ -105,7 +106,7 @@ def summarise(rows: list[dict], algo: str, baseline: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="adaptive_kl_ppo", choices=sorted(BASELINE_OF))
+    parser.add_argument("--algo", default="adaptive_kl_ppo", choices=sorted(OURS))
     parser.add_argument("--baseline", default=None, help="default: the algorithm's baseline (ppo or trpo)")
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
     parser.add_argument("--rounds", type=int, default=30, help="timed iterations per algorithm and env")

@@ -18,8 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.harness import BASELINE_OF
+
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo"}
 
 _CHILD = r"""
 import json, resource, sys, time

@@ -54,6 +54,8 @@ BUDGETS = {
 }
 OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo")
 BASELINES = ("ppo", "trpo")
+# The SB3 / sb3-contrib algorithm each of ours is compared with (a baseline is its own).
+BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo", "ppo": "ppo", "trpo": "trpo"}
 
 
 def _zoo_file(algo: str) -> Path:
