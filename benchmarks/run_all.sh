@@ -43,6 +43,17 @@ python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep40 grpo:pend
 python -m benchmarks.harness --algos grpo:pend_ep20_lr2 grpo:pend_ep20_lin2 --envs Pendulum-v1 --seeds 0 1 2 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo:cart_zscore --envs CartPole-v1 --seeds 0 1 2 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo:acro_step --envs Acrobot-v1 --seeds 0 1 2 3 4 --jobs "$J"
+# Issue 10, sixth session: Hopper (hop_p: larger learning rate decayed, hop_q: 20 epochs, hop_r/t: gamma 0.995/0.997;
+# seeds 5-9 as a fresh check of hop_p and hop_n), Acrobot per-step baseline at gamma 1 (and plain GRPO on seeds 5-9),
+# Pendulum speed variants, HalfCheetah with the learning rate decayed.
+python -m benchmarks.harness --algos grpo:hop_p grpo:hop_q --envs Hopper-v5 --seeds 3 $MJ3
+python -m benchmarks.harness --algos grpo:hop_p grpo:hop_r grpo:hop_t --envs Hopper-v5 --seeds 0 1 2 3 4 $MJ3
+python -m benchmarks.harness --algos grpo:hop_p grpo:hop_n --envs Hopper-v5 --seeds 5 6 7 8 9 $MJ3
+python -m benchmarks.harness --algos grpo:acro_step_g1 --envs Acrobot-v1 --seeds 0 1 2 3 4 --jobs "$J"
+python -m benchmarks.harness --algos grpo grpo:acro_step_g1 --envs Acrobot-v1 --seeds 5 6 7 8 9 --jobs "$J"
+python -m benchmarks.harness --algos grpo:pend_bs128 grpo:pend_net grpo:pend_clip3 grpo:pend_clip3_lin --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
+python -m benchmarks.harness --algos grpo:pend_clip3 --envs Pendulum-v1 --seeds 3 4 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hc_d --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 # GRPO's Pendulum throughput with the 20-epoch entry, against PPO in the same sequential run.
 python -m benchmarks.bench_throughput --steps 30000 --envs Pendulum-v1 --algos ppo grpo --repeats 3 --out benchmarks/results/throughput_grpo_pendulum.csv
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_n ppo@300k --out benchmarks/results/large_envs
