@@ -86,6 +86,15 @@ def load(raw: Path) -> tuple[list[dict], dict[tuple, np.ndarray]]:
     return summaries, curves
 
 
+def select(summaries: list[dict], envs=None, algos=None, seeds=None) -> list[dict]:
+    """The cells of these envs, algorithms (``algo@<budget>`` names included) and seeds; ``None`` keeps all."""
+    return [
+        s
+        for s in summaries
+        if (not envs or s["env"] in envs) and (not algos or s["algo"] in algos) and (not seeds or s["seed"] in seeds)
+    ]
+
+
 def fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
 
@@ -98,13 +107,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--algos", nargs="+", help="only these algorithms, sweep variants and other budgets included (grpo:hc_b, ppo@300k)"
     )
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, help="only these seeds (like for like where one algorithm ran more seeds)"
+    )
     args = parser.parse_args(argv)
     raw, out = Path(args.raw), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summaries, curves = load(raw)
-    summaries = [
-        s for s in summaries if (not args.envs or s["env"] in args.envs) and (not args.algos or s["algo"] in args.algos)
-    ]
+    summaries = select(summaries, args.envs, args.algos, args.seeds)
     if not summaries:
         raise SystemExit(f"no finished cells in {raw}")
     by = defaultdict(list)

@@ -59,7 +59,7 @@ python -m benchmarks.bench_throughput --steps 30000 --envs Pendulum-v1 --algos p
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_n ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
-python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo
+python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo --seeds 0 1 2 3 4
 python -m benchmarks.bench_paired --algo adaptive_kl_ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 LunarLander-v3 HalfCheetah-v5 Hopper-v5
 # Instructions per iteration under valgrind (load-independent; about 50x slower than native).
 python -m benchmarks.bench_instructions --algo adaptive_kl_ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --k1 1 --k2 3

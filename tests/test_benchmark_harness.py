@@ -55,3 +55,18 @@ def test_aggregate_never_mixes_budgets(tmp_path):
     assert by_algo == {("ppo", 0): 1.0, ("ppo", 1): 1.0, ("ppo@300k", 0): 3.0, ("ppo@300k", 1): 3.0}
     assert curves[("ppo@300k", "Hopper-v5", 1)][0].tolist() == [300_000, 3.0]
     assert curves[("ppo", "Hopper-v5", 1)][0].tolist() == [100_000, 1.0]
+
+
+def test_aggregate_selects_envs_algos_and_seeds():
+    from benchmarks.aggregate import select
+
+    cells = [
+        {"algo": algo, "env": env, "seed": seed}
+        for algo in ("grpo", "ppo@300k")
+        for env in ("Acrobot-v1", "Hopper-v5")
+        for seed in range(10)
+    ]
+    assert len(select(cells)) == 40
+    chosen = select(cells, envs=["Acrobot-v1"], algos=["grpo"], seeds=[0, 1, 2, 3, 4])
+    assert [(c["algo"], c["env"], c["seed"]) for c in chosen] == [("grpo", "Acrobot-v1", s) for s in range(5)]
+    assert {c["algo"] for c in select(cells, algos=["ppo@300k"])} == {"ppo@300k"}
