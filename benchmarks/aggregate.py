@@ -29,7 +29,7 @@ NORMALISATION = {
     "HalfCheetah-v5": (-290.0, 1500.0),
     "Hopper-v5": (18.0, 1000.0),
 }
-#: Which baseline each algorithm is compared with (ratios).
+#: Row order of the tables and legends.
 ORDER = ["grpo", "exact_trpo", "adaptive_kl_ppo", "ppo", "trpo"]
 
 
