@@ -49,7 +49,7 @@ python -m benchmarks.harness --algos grpo:acro_step --envs Acrobot-v1 --seeds 0 
 python -m benchmarks.harness --algos grpo:hop_p grpo:hop_q --envs Hopper-v5 --seeds 3 $MJ3
 python -m benchmarks.harness --algos grpo:hop_p grpo:hop_r grpo:hop_t --envs Hopper-v5 --seeds 0 1 2 3 4 $MJ3
 python -m benchmarks.harness --algos grpo:hop_p grpo:hop_n --envs Hopper-v5 --seeds 5 6 7 8 9 $MJ3
-python -m benchmarks.harness --algos grpo:hop_p --envs Hopper-v5 --seeds 0 1 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hop_p grpo:hop_u --envs Hopper-v5 --seeds 0 1 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
 python -m benchmarks.harness --algos grpo:acro_step_g1 --envs Acrobot-v1 --seeds 0 1 2 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo grpo:acro_step_g1 --envs Acrobot-v1 --seeds 5 6 7 8 9 --jobs "$J"
 python -m benchmarks.harness --algos grpo:pend_bs128 grpo:pend_net grpo:pend_clip3 grpo:pend_clip3_lin --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
