@@ -31,7 +31,7 @@ python -m benchmarks.harness --algos grpo:hop_f --envs Hopper-v5 --seeds 0 1 2 $
 python -m benchmarks.harness --algos grpo:hop_g --envs Hopper-v5 --seeds 0 $MJ3
 python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_alive grpo:branch_carry grpo --envs CartPole-v1 --seeds 0 1 2 --budget 100000 --jobs "$J"
 python -m benchmarks.harness --algos grpo:branch_classic grpo:branch_carry grpo --envs Acrobot-v1 --seeds 0 1 2 --jobs "$J"
-# SB3 PPO at GRPO's 300k budget (seed 2 of HalfCheetah not run yet).
+# SB3 PPO at GRPO's 300k budget (HalfCheetah seed 2 ran in the sixth session).
 python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 $MJ3
 # Issue 10, fifth session: Hopper variants (hop_n = the zoo entry: no observation normalisation), Pendulum speed
 # sweep (pend_ep20_lin2 = the zoo entry), per-step baseline vs plain GRPO on CartPole and Acrobot.
