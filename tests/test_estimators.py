@@ -222,6 +222,56 @@ def test_group_step_baseline_by_hand():
     np.testing.assert_allclose(scaled.advantages[:, 1], np.array([0.5, 3.0, 0.0]) / valid.std(), rtol=1e-6)
 
 
+def test_group_step_baseline_lambda_by_hand():
+    # As above (gamma .5). Leave-one-out baselines: a sees b's G = [2, 4]; b sees a's G = [1.5, 1], then is alone
+    # (baseline = its own G, 4). deltas: a = [1 + .5*4 - 2, 1 + 0 - 4] = [1, -3]; b = [0 + .5*1 - 1.5, 2 + .5*4 - 1,
+    # flat (alone): 0] = [-1, 3, 0].
+    inputs = group_inputs(
+        outcomes=[2.0, 6.0], groups=np.array([7, 7]), step_rewards=[np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])], gamma=0.5
+    )
+    zero = adv("group_step_baseline", inputs, scale="none", lam=0.0)
+    np.testing.assert_allclose(zero.advantages[:, 0], [1.0, -3.0, 0.0])
+    np.testing.assert_allclose(zero.advantages[:, 1], [-1.0, 3.0, 0.0])
+    half = adv("group_step_baseline", inputs, scale="none", lam=0.5)  # gamma * lam = .25
+    np.testing.assert_allclose(half.advantages[:, 0], [1.0 - 0.25 * 3.0, -3.0, 0.0])
+    np.testing.assert_allclose(half.advantages[:, 1], [-1.0 + 0.25 * 3.0, 3.0, 0.0])
+    # lam -> 1 telescopes to G - b (the lam=1 path computes that directly)
+    near = adv("group_step_baseline", inputs, scale="none", lam=1.0 - 1e-12)
+    np.testing.assert_allclose(near.advantages, adv("group_step_baseline", inputs, scale="none").advantages, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n_groups=st.integers(1, 4), size=st.integers(2, 5))
+def test_group_step_baseline_lambda_telescopes(seed, n_groups, size):
+    rng = np.random.default_rng(seed)
+    steps = [rng.normal(size=rng.integers(1, 12)) for _ in range(n_groups * size)]
+    ids = np.repeat(np.arange(n_groups), size)
+    inputs = AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids)
+    plain = adv("group_step_baseline", inputs, scale="none").advantages
+    near = adv("group_step_baseline", inputs, scale="none", lam=1.0 - 1e-12).advantages
+    np.testing.assert_allclose(near, plain, atol=1e-8 * (1 + np.abs(plain).max()))
+    # lam = 0: one-step deltas against the time-indexed leave-one-out baseline, recomputed here from scratch
+    zero = adv("group_step_baseline", inputs, scale="none", lam=0.0).advantages
+    g = [np.array([sum(0.95**k * r for k, r in enumerate(s[t:])) for t in range(len(s))]) for s in steps]
+
+    def base(i, t):
+        if t >= len(steps[i]):
+            return 0.0
+        alive = [g[j][t] for j in np.flatnonzero(ids == ids[i]) if t < len(steps[j])]
+        others = [g[j][t] for j in np.flatnonzero(ids == ids[i]) if j != i and t < len(steps[j])]
+        return g[i][t] if not others or max(alive) == min(alive) else float(np.mean(others))
+
+    for i, s in enumerate(steps):
+        expected = [s[t] + 0.95 * base(i, t + 1) - base(i, t) for t in range(len(s))]
+        np.testing.assert_allclose(zero[: len(s), i], expected, atol=1e-9)
+
+
+def test_group_step_baseline_refuses_bad_lambda():
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(EstimatorError, match="lam must be in"):
+            get_advantage_estimator("group_step_baseline", lam=bad)
+
+
 def test_reinforce_baseline_running_mean():
     est = get_advantage_estimator("reinforce_baseline", decay=0.9)
     first = group_inputs(outcomes=[1.0, 3.0], groups=np.array([0, 1]))

@@ -335,16 +335,28 @@ class GroupStepBaseline(AdvantageEstimator):
     at t (that is, zero when it is alone). Advantages are then divided by their standard deviation over the
     batch (``scale="batch"``, default: per-group scaling was unstable in experiments) or left as is.
 
+    With ``lam < 1`` the leave-one-out baseline ``b_t^i`` serves as a time-indexed value estimate, as a critic would
+    in GAE: ``delta_t^i = r_t^i + gamma * b_{t+1}^i - b_t^i`` (``b = 0`` after the member's last step) and
+    ``A_t^i = sum_k (gamma * lam)^k delta_{t+k}^i``. ``lam = 1`` telescopes to ``G_t^i - b_t^i`` above. While the
+    same members are alive, ``delta`` is the member's reward minus the others' mean reward at the same step, so
+    credit stays within about ``1 / (1 - gamma * lam)`` steps; a member that ends early gets the others' whole
+    remaining return ``-b_t^i`` as one ``delta`` at its last step, spread back over those steps. Like GAE's
+    lambda, this trades the full return's variance for the bias of a baseline that does not see the state.
+
     :param scale: ``"batch"`` (default) or ``"none"``.
+    :param lam: the GAE-style lambda in [0, 1] (default 1: the plain per-step baseline).
     :param eps: added to the standard deviation.
     """
 
     requires = frozenset({"step_rewards", "group_ids"})
 
-    def __init__(self, scale: str = "batch", eps: float = 1e-8):
+    def __init__(self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8):
         if scale not in ("batch", "none"):
             raise EstimatorError(f"group_step_baseline: scale must be 'batch' or 'none', got {scale!r}")
+        if not 0.0 <= lam <= 1.0:  # also refuses NaN
+            raise EstimatorError(f"group_step_baseline: lam must be in [0, 1], got {lam!r}")
         self.scale = scale
+        self.lam = float(lam)
         self.eps = float(eps)
 
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
@@ -369,7 +381,14 @@ class GroupStepBaseline(AdvantageEstimator):
         baseline = np.where(others > 0, (group_sum - returns_to_go) / np.maximum(others, 1.0), returns_to_go)
         # Where every member alive at t has the same return-to-go the advantage is exactly zero (no rounding noise).
         flat = (highest == lowest)[:, inverse]
-        advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
+        if self.lam == 1.0:
+            advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
+        else:
+            baseline = np.where(valid, baseline, 0.0)
+            following = np.zeros_like(baseline)
+            following[:-1] = baseline[1:]  # zero past the last row and on padding (the member has ended)
+            deltas = np.where(valid & ~flat, rewards + inputs.gamma * following - baseline, 0.0)
+            advantages = np.where(~flat, _reverse_discounted_cumsum(deltas, valid, inputs.gamma * self.lam), 0.0)
         if self.scale == "batch" and valid.any():
             advantages = advantages / (advantages[valid].std() + self.eps)
         return AdvantageOutputs(advantages=np.where(valid, advantages, 0.0))
