@@ -266,6 +266,15 @@ def test_group_step_baseline_lambda_telescopes(seed, n_groups, size):
         np.testing.assert_allclose(zero[: len(s), i], expected, atol=1e-9)
 
 
+def test_group_step_baseline_lambda_equals_shorter_discount_when_members_end_together():
+    rng = np.random.default_rng(3)
+    steps = [rng.normal(size=n) for n in (7, 7, 7, 4, 4)]
+    ids = np.array([0, 0, 0, 1, 1])
+    lam_out = adv("group_step_baseline", AdvantageInputs.from_trajectories(steps, gamma=0.9, group_ids=ids), lam=0.5)
+    short = adv("group_step_baseline", AdvantageInputs.from_trajectories(steps, gamma=0.45, group_ids=ids))
+    np.testing.assert_allclose(lam_out.advantages, short.advantages, atol=1e-9)
+
+
 def test_group_step_baseline_refuses_bad_lambda():
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(EstimatorError, match="lam must be in"):

@@ -341,7 +341,11 @@ class GroupStepBaseline(AdvantageEstimator):
     same members are alive, ``delta`` is the member's reward minus the others' mean reward at the same step, so
     credit stays within about ``1 / (1 - gamma * lam)`` steps; a member that ends early gets the others' whole
     remaining return ``-b_t^i`` as one ``delta`` at its last step, spread back over those steps. Like GAE's
-    lambda, this trades the full return's variance for the bias of a baseline that does not see the state.
+    lambda, this trades the full return's variance for the bias of a baseline that does not see the state. Measured
+    (issue 10's sweeps): lam 0.95 hurt on Hopper-v5 (the policy dives forward and falls: 196 vs 1007 at 300k, seed 0)
+    and on Acrobot-v1 at gamma 1 (never stable, vs -83): a state-blind baseline blames a fall or credits a goal only
+    on the steps right before it. Where all members of a group end at the same step, it is the plain baseline
+    discounted by ``gamma * lam``.
 
     :param scale: ``"batch"`` (default) or ``"none"``.
     :param lam: the GAE-style lambda in [0, 1] (default 1: the plain per-step baseline).
