@@ -212,7 +212,8 @@ def test_nan_reward_names_the_slot_and_step():
         (dict(clip_range=0.0), "clip_range"),
         (dict(importance_sampling_level="token"), "importance_sampling_level"),
         (dict(ref_update_interval=0), "ref_update_interval"),
-        (dict(use_sde=True), "gSDE"),
+        (dict(sde_sample_freq=0), "sde_sample_freq"),
+        (dict(policy_kwargs=dict(squash_output=True)), "squash_output"),
         (dict(advantage_estimator="gae"), "values"),
         (dict(advantage_estimator="nope"), "group_zscore"),
         (dict(reward_functions=["nope"]), "episodic_return"),
@@ -446,3 +447,62 @@ def test_dead_subproc_worker_gives_a_clear_error_not_a_hang(tmp_path):
     finally:
         with contextlib.suppress(BrokenPipeError):  # SB3's close() writes to the dead worker's pipe
             env.close()
+
+
+# -------------------------------------------------------------------------
+# gSDE
+# -------------------------------------------------------------------------
+
+
+def _sde_noise_residuals(sde_sample_freq):
+    """Collect one rollout on Pendulum with gSDE and fit one noise matrix per trajectory: the relative residual of
+    ``action - mean = latent @ W`` per trajectory (zero iff a single W drove the whole trajectory)."""
+    model = GRPO(
+        "MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2), n_steps=200, group_size=2, use_sde=True,
+        sde_sample_freq=sde_sample_freq, policy_kwargs=dict(net_arch=[8]), seed=3, device="cpu",
+    )  # fmt: skip
+    model._setup_learn(400, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    buffer, policy = model.rollout_buffer, model.policy
+    assert len(np.unique(buffer.trajectory)) >= 2
+    residuals, matrices = [], []
+    with th.no_grad():
+        obs = th.as_tensor(buffer.observations)
+        latent = policy.policy_net(policy.extract_features(obs, policy.features_extractor))
+        noise = th.as_tensor(buffer.actions) - policy.action_net(latent)
+    for trajectory in np.unique(buffer.trajectory):
+        rows = buffer.trajectory == trajectory
+        x, y = latent[rows].double(), noise[rows].double()
+        w = th.linalg.lstsq(x, y).solution
+        residuals.append(float((x @ w - y).norm() / y.norm()))
+        matrices.append(w)
+    return residuals, matrices
+
+
+def test_gsde_one_noise_matrix_per_trajectory_by_default():
+    residuals, matrices = _sde_noise_residuals(-1)
+    assert max(residuals) < 1e-4, residuals  # every trajectory was driven by one noise matrix
+    assert not th.allclose(matrices[0], matrices[1])  # members of a group explore differently
+    residuals, _ = _sde_noise_residuals(4)  # new matrices every 4 steps: no single matrix explains a trajectory
+    assert min(residuals) > 1e-2, residuals
+
+
+def test_gsde_learns_saves_and_loads(tmp_path):
+    env = make_vec_env("Pendulum-v1", n_envs=2)
+    model = GRPO("MlpPolicy", env, n_steps=200, group_size=2, use_sde=True, advantage_estimator="group_step_baseline",
+                 seed=0, device="cpu")  # fmt: skip
+    before = params(model).clone()
+    model.learn(800)
+    assert not th.equal(before, params(model))
+    assert model.logger.name_to_value["train/std"] > 0
+    model.save(tmp_path / "sde.zip")
+    loaded = GRPO.load(tmp_path / "sde.zip", env=env, device="cpu")
+    assert loaded.use_sde and loaded.policy.use_sde
+    obs = env.reset()
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    loaded.learn(400, reset_num_timesteps=False)
+
+
+def test_gsde_needs_box_actions():
+    with pytest.raises(ValueError, match="continuous actions"):
+        GRPO("MlpPolicy", "CartPole-v1", use_sde=True, device="cpu")

@@ -234,7 +234,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         :class:`NonReproducibleResetError` if not. Set ``False`` only for envs whose seeded resets are knowingly
         not reproducible (the group baseline then compares different start states).
     :param max_trajectory_length: a trajectory longer than this raises an error (an env that never ends).
-    :param use_sde: not supported (raises if ``True``); accepted so that configs fail with a clear message.
+    :param use_sde: generalised state-dependent exploration (gSDE, Box actions): each env slot explores with its own
+        noise matrix, so a member's exploration changes smoothly with the state (see :class:`ActorPolicy`).
+    :param sde_sample_freq: with gSDE, draw new noise matrices for every slot every ``sde_sample_freq`` steps of a
+        rollout (as SB3); ``-1`` (default): one noise matrix per trajectory, drawn when it starts.
     :param stats_window_size: window size for the rollout logging (episodes).
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
@@ -289,6 +292,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         verify_group_starts: bool = True,
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
+        sde_sample_freq: int = -1,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -297,8 +301,6 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
-        if use_sde:
-            raise ValueError("GRPO does not support gSDE: remove use_sde=True (and sde_sample_freq) from the arguments.")
         super().__init__(
             policy,  # type: ignore[arg-type]  # SB3 types on-policy policies as ActorCriticPolicy; GRPO's is actor only
             env,
@@ -309,8 +311,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             ent_coef=ent_coef,
             vf_coef=0.0,
             max_grad_norm=max_grad_norm,
-            use_sde=False,
-            sde_sample_freq=-1,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
@@ -389,6 +391,13 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             )
         if self.target_kl is not None and not self.target_kl > 0:
             fail(f"target_kl must be > 0 or None, got {self.target_kl!r}")
+        if not isinstance(self.sde_sample_freq, (int, np.integer)) or not (
+            self.sde_sample_freq == -1 or self.sde_sample_freq > 0
+        ):
+            fail(
+                f"sde_sample_freq must be -1 (one gSDE noise matrix per trajectory) or a number of steps > 0, "
+                f"got {self.sde_sample_freq!r}"
+            )
         if self.max_trajectory_length < 1:
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
@@ -409,7 +418,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
         self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
+            self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
         )
         self.policy = self.policy.to(self.device)
         self._maybe_recommend_cpu()
@@ -520,6 +529,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         :param episode_step: the step index each slot reaches with this step (for error messages).
         :return: ``(new_obs, dones, infos)``.
         """
+        if self.use_sde and self.sde_sample_freq > 0 and record.n_env_steps // env.num_envs % self.sde_sample_freq == 0:
+            self.policy.reset_noise(env.num_envs)
         with th.no_grad():
             actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
         actions = actions_t.cpu().numpy()
@@ -587,6 +598,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             active[slot] = assignment.trajectory
             group_of[assignment.trajectory] = assignment.group
         obs = env.reset()
+        if self.use_sde:
+            self.policy.reset_noise(n_envs)
         for slot in np.flatnonzero(active >= 0).tolist():
             digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
             reserved[slot] = scheduler.next(recorded)
@@ -622,6 +635,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     active[slot] = -1
                     continue
                 digests[nxt.trajectory] = self._reset_record(base, slot, nxt.trajectory)
+                if self.use_sde and self.sde_sample_freq == -1:
+                    self.policy.reset_noise(n_envs, indices=[slot])
                 active[slot] = nxt.trajectory
                 group_of[nxt.trajectory] = nxt.group
                 reserved[slot] = scheduler.next(recorded)
@@ -686,6 +701,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     active[slot] = trajectory
                     group_of[trajectory] = group
             obs = env.reset()
+            if self.use_sde:  # every segment is a new trajectory for every slot
+                self.policy.reset_noise(n_envs)
             for slot in range(n_envs):
                 digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
 

@@ -18,6 +18,7 @@ from stable_baselines3.common.distributions import (
     DiagGaussianDistribution,
     Distribution,
     MultiCategoricalDistribution,
+    StateDependentNoiseDistribution,
     make_proba_distribution,
 )
 from stable_baselines3.common.policies import BasePolicy
@@ -48,9 +49,13 @@ class ActorPolicy(BasePolicy):
     :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``), or ``dict(pi=[...])``.
     :param activation_fn: activation function.
     :param ortho_init: orthogonal initialisation (as SB3's PPO).
-    :param use_sde: generalised state-dependent exploration is not supported by GRPO; ``True`` raises.
+    :param use_sde: generalised state-dependent exploration (gSDE, Box action spaces): the action noise is
+        ``latent(s) @ W`` for a noise matrix ``W`` drawn by :meth:`reset_noise` (one per env slot), so it changes
+        smoothly with the state instead of independently at every step.
     :param log_std_init: initial log standard deviation (Box action spaces).
-    :param squash_output: not supported without gSDE; ``True`` raises.
+    :param full_std: with gSDE, one std per (latent unit, action) pair (``True``) or per latent unit.
+    :param use_expln: with gSDE, ``expln`` instead of ``exp`` to keep the std positive (SB3's option).
+    :param squash_output: not supported (``True`` raises): GRPO's ratios and KL terms use the unsquashed Gaussian.
     :param features_extractor_class: features extractor class.
     :param features_extractor_kwargs: its keyword arguments.
     :param share_features_extractor: accepted for compatibility with PPO configs; there is only one network.
@@ -79,10 +84,15 @@ class ActorPolicy(BasePolicy):
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
     ):
-        if use_sde or squash_output:
+        if squash_output:
             raise ValueError(
-                "GRPO's policies do not support gSDE (use_sde=True) or squash_output=True: remove them from the "
-                "arguments / policy_kwargs (a Gaussian policy with a state-independent std is used for Box actions)."
+                "GRPO's policies do not support squash_output=True: remove it from policy_kwargs (actions outside "
+                "the Box bounds are clipped before they reach the env)."
+            )
+        if use_sde and not isinstance(action_space, spaces.Box):
+            raise ValueError(
+                f"use_sde=True needs continuous actions (a Box action space), got {type(action_space).__name__}: "
+                "remove use_sde (and sde_sample_freq)."
             )
         if optimizer_kwargs is None:
             optimizer_kwargs = {}
@@ -111,10 +121,14 @@ class ActorPolicy(BasePolicy):
         self.activation_fn = activation_fn
         self.ortho_init = ortho_init
         self.log_std_init = log_std_init
+        self.use_sde = use_sde
+        self.full_std = full_std
+        self.use_expln = use_expln
         self.share_features_extractor = share_features_extractor
         self.features_extractor = self.make_features_extractor()
         self.features_dim = self.features_extractor.features_dim
-        self.action_dist = make_proba_distribution(action_space, use_sde=False)
+        dist_kwargs = {"full_std": full_std, "use_expln": use_expln, "squash_output": False, "learn_features": False}
+        self.action_dist = make_proba_distribution(action_space, use_sde=use_sde, dist_kwargs=dist_kwargs if use_sde else None)
         self._build(lr_schedule)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
@@ -125,6 +139,9 @@ class ActorPolicy(BasePolicy):
                 activation_fn=self.activation_fn,
                 ortho_init=self.ortho_init,
                 log_std_init=self.log_std_init,
+                use_sde=self.use_sde,
+                full_std=self.full_std,
+                use_expln=self.use_expln,
                 lr_schedule=self._dummy_schedule,  # dummy lr schedule, not needed for loading policy alone
                 share_features_extractor=self.share_features_extractor,
                 features_extractor_class=self.features_extractor_class,
@@ -143,6 +160,10 @@ class ActorPolicy(BasePolicy):
             self.action_net, self.log_std = self.action_dist.proba_distribution_net(
                 latent_dim=latent_dim, log_std_init=self.log_std_init
             )
+        elif isinstance(self.action_dist, StateDependentNoiseDistribution):
+            self.action_net, self.log_std = self.action_dist.proba_distribution_net(
+                latent_dim=latent_dim, latent_sde_dim=latent_dim, log_std_init=self.log_std_init
+            )
         elif isinstance(self.action_dist, (CategoricalDistribution, MultiCategoricalDistribution, BernoulliDistribution)):
             self.action_net = self.action_dist.proba_distribution_net(latent_dim=latent_dim)
         else:  # pragma: no cover - make_proba_distribution only returns the above without gSDE
@@ -160,7 +181,24 @@ class ActorPolicy(BasePolicy):
         mean_actions = self.action_net(latent)
         if isinstance(self.action_dist, DiagGaussianDistribution):
             return self.action_dist.proba_distribution(mean_actions, self.log_std)
+        if isinstance(self.action_dist, StateDependentNoiseDistribution):
+            return self.action_dist.proba_distribution(mean_actions, self.log_std, latent)
         return self.action_dist.proba_distribution(action_logits=mean_actions)  # type: ignore[call-arg]
+
+    def reset_noise(self, n_envs: int = 1, indices: Any = None) -> None:
+        """Draw new gSDE noise matrices: ``n_envs`` of them, or only those of the slots in ``indices`` (the others
+        are kept, so a running trajectory keeps its exploration noise)."""
+        if not isinstance(self.action_dist, StateDependentNoiseDistribution):
+            raise ValueError("reset_noise() is only meaningful with gSDE (use_sde=True).")
+        previous = self.action_dist.exploration_matrices
+        self.action_dist.sample_weights(self.log_std, batch_size=n_envs)
+        if indices is None or previous is None or previous.shape != self.action_dist.exploration_matrices.shape:
+            return
+        keep = np.ones(n_envs, dtype=bool)
+        keep[np.asarray(indices, dtype=np.int64)] = False
+        matrices = self.action_dist.exploration_matrices.clone()
+        matrices[th.as_tensor(keep)] = previous[th.as_tensor(keep)]
+        self.action_dist.exploration_matrices = matrices
 
     def get_distribution(self, obs: PyTorchObs) -> Distribution:
         """The action distribution at the given observations."""
