@@ -55,9 +55,24 @@ python -m benchmarks.harness --algos grpo grpo:acro_step_g1 --envs Acrobot-v1 --
 python -m benchmarks.harness --algos grpo:pend_bs128 grpo:pend_net grpo:pend_clip3 grpo:pend_clip3_lin --envs Pendulum-v1 --seeds 0 1 2 --jobs "$J"
 python -m benchmarks.harness --algos grpo:pend_clip3 --envs Pendulum-v1 --seeds 3 4 --jobs "$J"
 python -m benchmarks.harness --algos grpo:hc_d --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+# Issue 10, seventh session: lam in the per-step baseline (hop_v/w, acro_step_lam), Hopper with more action noise
+# (hop_x), gSDE (pend_sde, pend_sde4 and its variants: the Pendulum entry is pend_sde4_ep10; hop_sde, hc_sde, hc_sde2),
+# HalfCheetah with groups of 8 (hc_g8: the HalfCheetah entry since), then GRPO's Pendulum cells with the new entry.
+python -m benchmarks.harness --algos grpo:hop_v grpo:hop_w --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:acro_step_lam --envs Acrobot-v1 --seeds 0 1 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hop_x --envs Hopper-v5 --seeds 0 1 2 3 4 5 $MJ3
+python -m benchmarks.harness --algos grpo:pend_sde grpo:pend_sde4 --envs Pendulum-v1 --seeds 0 1 --jobs "$J"
+python -m benchmarks.harness --algos grpo:pend_sde4 grpo:pend_sde4_ep10 grpo:pend_sde4_lr1 --envs Pendulum-v1 --seeds 0 1 2 3 4 5 6 7 8 9 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hop_sde --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:hc_sde --envs HalfCheetah-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:hc_sde2 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8 --envs HalfCheetah-v5 --seeds 0 1 2 3 4 $MJ3
+python -m benchmarks.harness --algos grpo --envs Pendulum-v1 --seeds 0 1 2 3 4 --budget 300000 --jobs "$J"
+# Sequential throughput of all five algorithms on the classic envs (quiet machine; seventh session's rerun).
+python -m benchmarks.bench_throughput
 # GRPO's Pendulum throughput with the 20-epoch entry, against PPO in the same sequential run.
 python -m benchmarks.bench_throughput --steps 30000 --envs Pendulum-v1 --algos ppo grpo --repeats 3 --out benchmarks/results/throughput_grpo_pendulum.csv
-python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hop_p ppo@300k --out benchmarks/results/large_envs
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
 python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo --seeds 0 1 2 3 4
