@@ -67,7 +67,7 @@ python -m benchmarks.harness --algos grpo:hop_sde --envs Hopper-v5 --seeds 0 $MJ
 python -m benchmarks.harness --algos grpo:hc_sde --envs HalfCheetah-v5 --seeds 0 $MJ3
 python -m benchmarks.harness --algos grpo:hc_sde2 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g8 --envs HalfCheetah-v5 --seeds 0 1 2 3 4 $MJ3
-python -m benchmarks.harness --algos grpo:hc_g8_e20 grpo:hc_g8_16 grpo:hc_g8_l200 grpo:hc_g8_g98 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8_e20 grpo:hc_g8_16 grpo:hc_g8_l200 grpo:hc_g8_g98 grpo:hc_g8_lr5 grpo:hc_g8_n4 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
 python -m benchmarks.harness --algos grpo --envs Pendulum-v1 --seeds 0 1 2 3 4 --budget 300000 --jobs "$J"
 # Sequential throughput of all five algorithms on the classic envs (quiet machine; seventh session's rerun).
 python -m benchmarks.bench_throughput
