@@ -222,6 +222,14 @@ def test_group_step_baseline_by_hand():
     np.testing.assert_allclose(scaled.advantages[:, 1], np.array([0.5, 3.0, 0.0]) / valid.std(), rtol=1e-6)
 
 
+def random_step_batch(seed, n_groups, size):
+    """``n_groups`` groups of ``size`` trajectories of 1-11 normal per-step rewards (gamma 0.95)."""
+    rng = np.random.default_rng(seed)
+    steps = [rng.normal(size=rng.integers(1, 12)) for _ in range(n_groups * size)]
+    ids = np.repeat(np.arange(n_groups), size)
+    return rng, steps, ids, AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids)
+
+
 def test_group_step_baseline_lambda_by_hand():
     # As above (gamma .5). Leave-one-out baselines: a sees b's G = [2, 4]; b sees a's G = [1.5, 1], then is alone
     # (baseline = its own G, 4). deltas: a = [1 + .5*4 - 2, 1 + 0 - 4] = [1, -3]; b = [0 + .5*1 - 1.5, 2 + .5*4 - 1,
@@ -243,10 +251,7 @@ def test_group_step_baseline_lambda_by_hand():
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), n_groups=st.integers(1, 4), size=st.integers(2, 5))
 def test_group_step_baseline_lambda_telescopes(seed, n_groups, size):
-    rng = np.random.default_rng(seed)
-    steps = [rng.normal(size=rng.integers(1, 12)) for _ in range(n_groups * size)]
-    ids = np.repeat(np.arange(n_groups), size)
-    inputs = AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids)
+    _, steps, ids, inputs = random_step_batch(seed, n_groups, size)
     plain = adv("group_step_baseline", inputs, scale="none").advantages
     near = adv("group_step_baseline", inputs, scale="none", lam=1.0 - 1e-12).advantages
     np.testing.assert_allclose(near, plain, atol=1e-8 * (1 + np.abs(plain).max()))
@@ -323,10 +328,7 @@ def test_group_estimator_invariances(groups, a, b):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), n_groups=st.integers(1, 4), size=st.integers(2, 5))
 def test_step_estimators_finite_and_permutation_equivariant(seed, n_groups, size):
-    rng = np.random.default_rng(seed)
-    steps = [rng.normal(size=rng.integers(1, 12)) for _ in range(n_groups * size)]
-    ids = np.repeat(np.arange(n_groups), size)
-    inputs = AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids)
+    rng, steps, ids, inputs = random_step_batch(seed, n_groups, size)
     perm = rng.permutation(len(steps))
     permuted = AdvantageInputs.from_trajectories([steps[i] for i in perm], gamma=0.95, group_ids=ids[perm])
     for name in ("group_process", "group_step_baseline", "group_zscore"):

@@ -296,20 +296,25 @@ def test_same_seed_same_parameters():
     th.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
 
 
+def straight_and_reloaded(make, env_id, steps, tmp_path):
+    """A model trained ``2 * steps`` in one go, and one trained ``steps``, saved and reloaded (not yet continued)."""
+    straight = make()
+    straight.learn(steps)
+    straight.learn(steps, reset_num_timesteps=False)
+    first = make()
+    first.learn(steps)
+    first.save(tmp_path / "m.zip")
+    loaded = GRPO.load(tmp_path / "m.zip", env=make_vec_env(env_id, n_envs=2), device="cpu")
+    return straight, first, loaded
+
+
 def test_save_load_continue_is_exact(tmp_path):
     def make():
         return GRPO(
             "MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64, group_size=4, beta=0.05, seed=11, device="cpu"
         )
 
-    straight = make()
-    straight.learn(500)
-    straight.learn(500, reset_num_timesteps=False)
-
-    first = make()
-    first.learn(500)
-    first.save(tmp_path / "m.zip")
-    loaded = GRPO.load(tmp_path / "m.zip", env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
+    straight, first, loaded = straight_and_reloaded(make, "CartPole-v1", 500, tmp_path)
     th.testing.assert_close(
         th.cat([p.flatten() for p in loaded.ref_policy.parameters()]),
         th.cat([p.flatten() for p in first.ref_policy.parameters()]),
@@ -517,12 +522,6 @@ def test_gsde_save_load_continue_is_exact(tmp_path, branch_every):
             seed=4, device="cpu",
         )  # fmt: skip
 
-    straight = make()
-    straight.learn(800)
-    straight.learn(800, reset_num_timesteps=False)
-    first = make()
-    first.learn(800)
-    first.save(tmp_path / "m.zip")
-    loaded = GRPO.load(tmp_path / "m.zip", env=make_vec_env("Pendulum-v1", n_envs=2), device="cpu")
+    straight, _, loaded = straight_and_reloaded(make, "Pendulum-v1", 800, tmp_path)
     loaded.learn(800, reset_num_timesteps=False)
     th.testing.assert_close(params(loaded), params(straight), rtol=0, atol=0)
