@@ -525,3 +525,26 @@ def test_gsde_save_load_continue_is_exact(tmp_path, branch_every):
     straight, _, loaded = straight_and_reloaded(make, "Pendulum-v1", 800, tmp_path)
     loaded.learn(800, reset_num_timesteps=False)
     th.testing.assert_close(params(loaded), params(straight), rtol=0, atol=0)
+
+
+def test_training_reward_without_the_healthy_reward_reaches_the_update():
+    """InvertedPendulum pays only the survival bonus: with it removed every training reward is 0, so the update
+    sees zero advantages and leaves the policy unchanged, while the episode returns (Monitor) are still the env's."""
+    pytest.importorskip("mujoco")
+    model = GRPO(
+        "MlpPolicy",
+        make_vec_env("InvertedPendulum-v5", n_envs=4, seed=0),
+        n_steps=64,
+        group_size=4,
+        reward_functions=["episodic_return", "healthy_reward"],
+        reward_weights=[1.0, -1.0],
+        seed=0,
+        device="cpu",
+    )
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(512)
+    values = model.logger.name_to_value
+    assert values["rollout/outcome_reward_mean"] == 0.0
+    assert len(model.ep_info_buffer) > 0 and min(ep["r"] for ep in model.ep_info_buffer) >= 1.0
+    for old, new in zip(before, model.policy.parameters(), strict=True):
+        th.testing.assert_close(old, new, rtol=0, atol=0)

@@ -45,7 +45,13 @@ def test_builtins_are_registered_through_the_hooks(fresh_plugins):
         "gae", "n_step", "td", "monte_carlo", "group_zscore", "group_mean", "leave_one_out", "group_process",
         "reinforce_baseline", "group_step_baseline",
     }  # fmt: skip
-    assert set(sb3_grpo.available_reward_functions()) >= {"episodic_return", "discounted_return", "success", "terminal_reward"}
+    assert set(sb3_grpo.available_reward_functions()) >= {
+        "episodic_return",
+        "discounted_return",
+        "success",
+        "terminal_reward",
+        "healthy_reward",
+    }
     sources = {p["name"]: p["source"] for p in sb3_grpo.list_plugins()}
     assert sources["sb3_grpo.default_plugins.advantage_estimators"] == "built-in"
 

@@ -40,6 +40,46 @@ def test_success_without_is_success_says_what_to_do():
         score_trajectory(get_reward_function("success"), traj([1.0]), name="success")
 
 
+def without_healthy_reward():
+    names = ("episodic_return", "healthy_reward")
+    return RewardCombiner([(name, get_reward_function(name)) for name in names], weights=[1.0, -1.0])
+
+
+def test_healthy_reward_by_hand_and_removed_with_a_negative_weight():
+    infos = [{"reward_survive": 1.0}, {"reward_survive": 1.0}, {"reward_survive": 0.5}]
+    t = traj([1.25, 0.5, 2.0], infos=infos)
+    np.testing.assert_allclose(score_trajectory(get_reward_function("healthy_reward"), t), [1.0, 1.0, 0.5])
+    combiner = without_healthy_reward()
+    outcomes, steps, _ = combiner([t])
+    np.testing.assert_allclose(steps[0], [0.25, -0.5, 1.5])
+    np.testing.assert_allclose(outcomes, [1.25])
+
+
+def test_healthy_reward_on_hopper_leaves_forward_and_control_rewards():
+    gym = pytest.importorskip("gymnasium")
+    pytest.importorskip("mujoco")
+    env = gym.make("Hopper-v5")
+    env.reset(seed=0)
+    rewards, infos = [], []
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=3).astype(np.float32))
+        rewards.append(reward)
+        infos.append(info)
+        if terminated or truncated:
+            break
+    t = traj(rewards, infos=infos)
+    combiner = without_healthy_reward()
+    _, steps, _ = combiner([t])
+    expected = [info["reward_forward"] + info["reward_ctrl"] for info in infos]
+    np.testing.assert_allclose(steps[0], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_healthy_reward_on_an_env_without_one_says_what_to_do():
+    with pytest.raises(RewardFunctionError, match=r"step 1's info has no 'reward_survive' key.*Remove 'healthy_reward'"):
+        score_trajectory(get_reward_function("healthy_reward"), traj([1.0, 1.0], infos=[{"reward_survive": 1}, {}]))
+
+
 def test_non_finite_and_wrong_shape_name_function_and_trajectory():
     bad = traj([1.0, 1.0], group=3, member=2, index=11)
     with pytest.raises(RewardFunctionError, match=r"'nan_fn'.*non-finite.*trajectory 11 \(group 3, member 2, length 2"):

@@ -5,6 +5,11 @@ Built-in reward functions, registered through the same hook as third-party ones.
 - ``discounted_return``: ``gamma^t r_t`` per step (sum: the discounted return with the algorithm's gamma).
 - ``success``: 1.0 if the last step's info says ``is_success``, else 0.0.
 - ``terminal_reward``: the env reward of the last step only.
+- ``healthy_reward``: the per-step survival ("healthy") reward (``info["reward_survive"]``) of Gymnasium's MuJoCo
+  locomotion envs (Hopper, Walker2d, Ant, Humanoid, ...). Combined with a negative weight it removes the bonus from the training
+  reward: ``reward_functions=["episodic_return", "healthy_reward"], reward_weights=[1.0, -1.0]`` (the survival-bonus
+  shift of Mania et al. 2018, "Simple random search provides a competitive approach to reinforcement learning",
+  which keeps random search from settling on standing still).
 """
 
 from __future__ import annotations
@@ -46,11 +51,32 @@ def terminal_reward(trajectory: Trajectory) -> float:
     return float(trajectory.rewards[-1])
 
 
+def healthy_reward(trajectory: Trajectory) -> np.ndarray:
+    """Per-step ``info["reward_survive"]`` (the "healthy" reward of MuJoCo locomotion envs).
+
+    Weighted by ``-1`` next to ``episodic_return`` it trains on the env reward without the survival bonus; the
+    policy is still evaluated on the env reward.
+
+    :raises RewardFunctionError: if a step's info has no ``reward_survive`` key (the env pays no survival bonus).
+    """
+    bonus = np.empty(trajectory.length, dtype=np.float64)
+    for t, info in enumerate(trajectory.infos):
+        if "reward_survive" not in info:
+            raise RewardFunctionError(
+                f"step {t}'s info has no 'reward_survive' key: this env reports no survival bonus (Gymnasium's MuJoCo "
+                "locomotion envs such as Hopper-v5, Walker2d-v5, Ant-v5 and Humanoid-v5 do). Remove 'healthy_reward' "
+                "from reward_functions for this env."
+            )
+        bonus[t] = float(info["reward_survive"])
+    return bonus
+
+
 BUILTIN_REWARD_FUNCTIONS = {
     "episodic_return": episodic_return,
     "discounted_return": discounted_return,
     "success": success,
     "terminal_reward": terminal_reward,
+    "healthy_reward": healthy_reward,
 }
 
 
