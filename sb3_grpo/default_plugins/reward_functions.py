@@ -6,10 +6,10 @@ Built-in reward functions, registered through the same hook as third-party ones.
 - ``success``: 1.0 if the last step's info says ``is_success``, else 0.0.
 - ``terminal_reward``: the env reward of the last step only.
 - ``healthy_reward``: the per-step survival ("healthy") reward (``info["reward_survive"]``) of Gymnasium's MuJoCo
-  locomotion envs (Hopper, Walker2d, Ant, Humanoid, ...). Combined with a negative weight it removes the bonus from the training
-  reward: ``reward_functions=["episodic_return", "healthy_reward"], reward_weights=[1.0, -1.0]`` (the survival-bonus
-  shift of Mania et al. 2018, "Simple random search provides a competitive approach to reinforcement learning",
-  which keeps random search from settling on standing still).
+  locomotion envs (Hopper, Walker2d, Ant, Humanoid, ...). Combined with a negative weight it removes the bonus from
+  the training reward: ``reward_functions=["episodic_return", "healthy_reward"], reward_weights=[1.0, -1.0]`` (the
+  survival-bonus shift of Mania et al. 2018, "Simple random search provides a competitive approach to reinforcement
+  learning", which keeps random search from settling on standing still).
 """
 
 from __future__ import annotations
