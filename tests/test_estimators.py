@@ -286,6 +286,54 @@ def test_group_step_baseline_refuses_bad_lambda():
             get_advantage_estimator("group_step_baseline", lam=bad)
 
 
+def test_group_step_baseline_reward_streams_by_hand():
+    # Two members, two reward streams. Stream 1 (gamma .5): a = [1, 1], b = [0, 2, 4]; stream 2 (gamma 1): a = [1, 1],
+    # b = [1, 1, 1]. Rewards-to-go: a = [1.5, 1] + [2, 1] = [3.5, 2]; b = [2, 4, 4] + [3, 2, 1] = [5, 6, 5].
+    # Leave-one-out: a - b = [-1.5, -4]; b - a = [1.5, 4], then alone (0).
+    first = [np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])]
+    second = [np.array([1.0, 1.0]), np.array([1.0, 1.0, 1.0])]
+    totals = [f + g for f, g in zip(first, second, strict=True)]
+    inputs = AdvantageInputs.from_trajectories(
+        totals, gamma=0.9, group_ids=np.array([7, 7]), reward_streams=[(first, 0.5), (second, 1.0)]
+    )
+    out = adv("group_step_baseline", inputs, scale="none")
+    np.testing.assert_allclose(out.advantages[:, 0], [-1.5, -4.0, 0.0])
+    np.testing.assert_allclose(out.advantages[:, 1], [1.5, 4.0, 0.0])
+    # the algorithm's gamma (0.9) is not used when streams are given
+    plain = adv("group_step_baseline", AdvantageInputs.from_trajectories(totals, gamma=0.9, group_ids=np.array([7, 7])))
+    assert not np.allclose(plain.advantages, adv("group_step_baseline", inputs).advantages)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_groups=st.integers(1, 3), size=st.integers(2, 4))
+def test_group_step_baseline_streams_with_one_discount_equal_the_summed_rewards(seed, n_groups, size):
+    rng, steps, ids, inputs = random_step_batch(seed, n_groups, size)
+    parts = [rng.normal(size=len(s)) for s in steps]
+    rest = [s - p for s, p in zip(steps, parts, strict=True)]
+    split = AdvantageInputs.from_trajectories(steps, gamma=0.95, group_ids=ids, reward_streams=[(parts, 0.95), (rest, 0.95)])
+    for scale in ("none", "batch"):
+        np.testing.assert_allclose(
+            adv("group_step_baseline", split, scale=scale).advantages,
+            adv("group_step_baseline", inputs, scale=scale).advantages,
+            atol=1e-9,
+        )
+
+
+def test_group_step_baseline_reward_streams_need_lam_one_and_matching_shapes():
+    steps = [np.array([1.0, 2.0]), np.array([0.5])]
+    ids = np.array([0, 0])
+    streams = AdvantageInputs.from_trajectories(steps, gamma=0.9, group_ids=ids, reward_streams=[(steps, 0.5)])
+    estimator = get_advantage_estimator("group_step_baseline", lam=0.9)
+    assert not estimator.accepts_reward_streams
+    assert get_advantage_estimator("group_step_baseline").accepts_reward_streams
+    assert not getattr(get_advantage_estimator("group_zscore"), "accepts_reward_streams", False)
+    with pytest.raises(EstimatorError, match=r"needs lam=1, got lam=0\.9"):
+        estimator.compute(streams)
+    streams.extras["reward_streams"] = [(np.zeros((3, 2)), 0.5)]
+    with pytest.raises(EstimatorError, match=r"a reward stream has shape \(3, 2\), the rewards \(2, 2\)"):
+        get_advantage_estimator("group_step_baseline").compute(streams)
+
+
 def test_reinforce_baseline_running_mean():
     est = get_advantage_estimator("reinforce_baseline", decay=0.9)
     first = group_inputs(outcomes=[1.0, 3.0], groups=np.array([0, 1]))

@@ -14,6 +14,7 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack, VecMonitor, VecNormalize
 
 from sb3_grpo import GRPO
+from sb3_grpo.default_plugins.advantage_estimators import GroupStepBaseline
 from sb3_grpo.grpo import NonReproducibleResetError
 from sb3_grpo.grpo.grpo import grpo_step_loss, trajectory_loss_weights
 
@@ -217,6 +218,13 @@ def test_nan_reward_names_the_slot_and_step():
         (dict(advantage_estimator="gae"), "values"),
         (dict(advantage_estimator="nope"), "group_zscore"),
         (dict(reward_functions=["nope"]), "episodic_return"),
+        (dict(reward_gammas=[0.9, 0.99]), r"reward_gammas has 2 entries but reward_functions has 1"),
+        (dict(reward_gammas=[1.5]), r"reward_gammas must all be in \[0, 1\]"),
+        (dict(reward_gammas=[0.9]), r"needs an advantage estimator.*'group_step_baseline' \(with lam=1\), got 'group_zscore'"),
+        (
+            dict(reward_gammas=[0.9], advantage_estimator="group_step_baseline", advantage_kwargs=dict(lam=0.9)),
+            r"got 'group_step_baseline' with \{'lam': 0.9\}",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_any_step(kwargs, match):
@@ -548,3 +556,44 @@ def test_training_reward_without_the_healthy_reward_reaches_the_update():
     assert len(model.ep_info_buffer) > 0 and min(ep["r"] for ep in model.ep_info_buffer) >= 1.0
     for old, new in zip(before, model.policy.parameters(), strict=True):
         th.testing.assert_close(old, new, rtol=0, atol=0)
+
+
+def test_reward_gammas_discount_each_reward_function_apart(tmp_path):
+    """The estimator is handed each reward function's per-step rewards with its own discount; they sum to the
+    rewards it would see otherwise, and the discounts survive save and load."""
+    pytest.importorskip("mujoco")
+    seen = []
+
+    class Spy(GroupStepBaseline):
+        def compute(self, inputs):
+            seen.append(inputs)
+            return super().compute(inputs)
+
+    kwargs = dict(
+        n_steps=32,
+        group_size=4,
+        reward_functions=["without_healthy_reward", "healthy_reward"],
+        reward_gammas=[0.9, 0.999],
+        seed=0,
+        device="cpu",
+    )
+    model = GRPO("MlpPolicy", make_vec_env("Hopper-v5", n_envs=4, seed=0), advantage_estimator=Spy(), **kwargs)
+    model.learn(100)
+    inputs = seen[-1]
+    (healthy_free, g1), (healthy, g2) = inputs.extras["reward_streams"]
+    assert (g1, g2) == (0.9, 0.999)
+    np.testing.assert_allclose(healthy_free + healthy, inputs.rewards, atol=1e-12)
+    # Hopper's survival bonus: 1 on every step but a trajectory's last (0 there when it fell)
+    assert np.all(healthy[:-1][inputs.valid[1:]] == 1.0) and set(np.unique(healthy[inputs.valid])) <= {0.0, 1.0}
+    plain = GRPO(
+        "MlpPolicy",
+        make_vec_env("Hopper-v5", n_envs=4, seed=0),
+        advantage_estimator=Spy(),
+        **{**kwargs, "reward_gammas": None},
+    )
+    plain.learn(100)
+    assert "reward_streams" not in seen[-1].extras
+    np.testing.assert_allclose(seen[-1].rewards, inputs.rewards)  # same seed, same first rollout
+    model.save(tmp_path / "streams.zip")
+    loaded = GRPO.load(tmp_path / "streams.zip", device="cpu")
+    assert loaded.reward_gammas == [0.9, 0.999]

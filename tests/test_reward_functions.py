@@ -75,6 +75,24 @@ def test_healthy_reward_on_hopper_leaves_forward_and_control_rewards():
     np.testing.assert_allclose(steps[0], expected, rtol=1e-6, atol=1e-6)
 
 
+def test_without_healthy_reward_and_the_streams_of_each_function():
+    t = traj([1.25, 0.5, 2.0], infos=[{"reward_survive": 1.0}, {"reward_survive": 1.0}, {"reward_survive": 0.5}])
+    np.testing.assert_allclose(score_trajectory(get_reward_function("without_healthy_reward"), t), [0.25, -0.5, 1.5])
+    names = ("without_healthy_reward", "healthy_reward")
+    for aggregation in ("sum_then_normalize", "normalize_then_sum"):
+        other = traj([1.0, 3.0], infos=[{"reward_survive": 1.0}] * 2, member=1, index=1)
+        combiner = RewardCombiner([(n, get_reward_function(n)) for n in names], [2.0, 0.5], aggregation=aggregation)
+        outcomes, steps, _, streams = combiner.score([t, other])
+        assert len(streams) == 2 and all(len(s) == 2 for s in streams)
+        for i in range(2):
+            np.testing.assert_allclose(streams[0][i] + streams[1][i], steps[i])
+        assert combiner([t, other])[0].tolist() == outcomes.tolist()
+    plain = RewardCombiner([(n, get_reward_function(n)) for n in names], [2.0, 0.5])
+    _, _, _, streams = plain.score([t])
+    np.testing.assert_allclose(streams[0][0], [0.5, -1.0, 3.0])
+    np.testing.assert_allclose(streams[1][0], [0.5, 0.5, 0.25])
+
+
 def test_healthy_reward_on_an_env_without_one_says_what_to_do():
     with pytest.raises(RewardFunctionError, match=r"step 1's info has no 'reward_survive' key.*Remove 'healthy_reward'"):
         score_trajectory(get_reward_function("healthy_reward"), traj([1.0, 1.0], infos=[{"reward_survive": 1}, {}]))

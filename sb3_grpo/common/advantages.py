@@ -13,6 +13,11 @@ time-major arrays of shape ``(T, B)``:
 
 An estimator declares in ``requires`` which of the optional inputs it reads (:data:`NEEDS`). An algorithm
 declares what it can provide and refuses, when it is constructed, an estimator whose needs it cannot meet.
+
+GRPO with ``reward_gammas`` (one discount per reward function) also hands over each reward function's per-step
+rewards with its own discount, in ``extras[REWARD_STREAMS]``: a list of ``((T, B) rewards, gamma)`` pairs whose
+rewards sum to ``rewards``. Only estimators whose ``accepts_reward_streams`` is true are given them
+(``group_step_baseline`` with ``lam=1``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 
 __all__ = [
     "NEEDS",
+    "REWARD_STREAMS",
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
@@ -42,6 +48,10 @@ NEEDS: dict[str, str] = {
     "outcome_rewards": "one outcome reward per trajectory",
     "step_rewards": "per-step rewards",
 }
+
+
+#: Key of ``AdvantageInputs.extras`` holding per-reward-function ``((T, B) rewards, gamma)`` pairs (see above).
+REWARD_STREAMS = "reward_streams"
 
 
 class EstimatorError(ValueError):
@@ -132,6 +142,7 @@ class AdvantageInputs:
         group_ids: np.ndarray | None = None,
         terminated: np.ndarray | None = None,
         gae_lambda: float = 1.0,
+        reward_streams: list[tuple[list[np.ndarray], float]] | None = None,
     ) -> AdvantageInputs:
         """Build the trajectory layout: one column per trajectory, padded with zeros, plus the mask.
 
@@ -140,15 +151,14 @@ class AdvantageInputs:
         :param outcome_rewards: ``(B,)`` outcome rewards (defaults to the sum of each trajectory's step rewards).
         :param group_ids: ``(B,)`` group of each trajectory.
         :param terminated: ``(B,)`` whether each trajectory ended in a terminal state (else it was truncated).
+        :param reward_streams: ``(per-trajectory rewards, gamma)`` per reward function, laid out like
+            ``step_rewards`` into ``extras[REWARD_STREAMS]``.
         """
-        n_columns = len(step_rewards)
-        lengths = np.array([len(r) for r in step_rewards], dtype=np.int64)
-        horizon = int(lengths.max()) if n_columns else 0
-        rewards = np.zeros((horizon, n_columns), dtype=np.float64)
-        mask = np.zeros((horizon, n_columns), dtype=bool)
-        for column, r in enumerate(step_rewards):
-            rewards[: len(r), column] = r
-            mask[: len(r), column] = True
+        rewards, mask = _pad_columns(step_rewards)
+        horizon, n_columns = rewards.shape
+        extras: dict[str, Any] = {}
+        if reward_streams is not None:
+            extras[REWARD_STREAMS] = [(_pad_columns(stream)[0], float(g)) for stream, g in reward_streams]
         episode_starts = np.zeros((horizon, n_columns), dtype=np.float32)
         if horizon:
             episode_starts[0] = 1.0
@@ -164,7 +174,19 @@ class AdvantageInputs:
             dones=dones,
             outcome_rewards=np.asarray(outcome_rewards, dtype=np.float64),
             group_ids=None if group_ids is None else np.asarray(group_ids),
+            extras=extras,
         )
+
+
+def _pad_columns(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """One column per array, padded with zeros to the longest: ``((T, B) values, (T, B) mask)``."""
+    horizon = max((len(c) for c in columns), default=0)
+    values = np.zeros((horizon, len(columns)), dtype=np.float64)
+    mask = np.zeros((horizon, len(columns)), dtype=bool)
+    for column, c in enumerate(columns):
+        values[: len(c), column] = c
+        mask[: len(c), column] = True
+    return values, mask
 
 
 @dataclass

@@ -168,6 +168,18 @@ class RewardCombiner:
             array of combined per-step rewards per trajectory (summing to the outcome up to a per-group constant
             in ``normalize_then_sum`` mode), and ``(n_functions, B)`` raw outcome of each function (for logging).
         """
+        outcomes, steps, raw_outcomes, _ = self.score(trajectories)
+        return outcomes, steps, raw_outcomes
+
+    def score(
+        self, trajectories: Sequence[Trajectory]
+    ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, list[list[np.ndarray]]]:
+        """As :meth:`__call__`, plus each function's contribution to the per-step rewards.
+
+        :return: ``(outcomes, step_rewards, per_function, streams)``; ``streams[k][i]`` is function k's weighted
+            (and, in ``normalize_then_sum`` mode, scaled) per-step rewards of trajectory i: summed over k they give
+            ``step_rewards[i]``.
+        """
         n = len(trajectories)
         per_step = [[score_trajectory(fn, traj, name) for traj in trajectories] for name, fn in self.functions]
         raw_outcomes = np.array([[s.sum() for s in scores] for scores in per_step], dtype=np.float64).reshape(-1, n)
@@ -185,8 +197,10 @@ class RewardCombiner:
                 shifts[k] = np.where(flat, 0.0, mean[inverse])
         outcomes = np.zeros(n, dtype=np.float64)
         steps = [np.zeros(t.length, dtype=np.float64) for t in trajectories]
+        streams: list[list[np.ndarray]] = []
         for k, weight in enumerate(self.weights):
             outcomes += weight * (raw_outcomes[k] - shifts[k]) * scales[k]
+            streams.append([weight * scales[k, i] * per_step[k][i] for i in range(n)])
             for i in range(n):
-                steps[i] += weight * scales[k, i] * per_step[k][i]
-        return outcomes, steps, raw_outcomes
+                steps[i] += streams[k][i]
+        return outcomes, steps, raw_outcomes, streams

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from sb3_grpo.common.advantages import (
+    REWARD_STREAMS,
     AdvantageEstimator,
     AdvantageInputs,
     AdvantageOutputs,
@@ -347,12 +348,22 @@ class GroupStepBaseline(AdvantageEstimator):
     on the steps right before it. Where all members of a group end at the same step, it is the plain baseline
     discounted by ``gamma * lam``.
 
+    One discount per reward function (GRPO's ``reward_gammas``): the rewards-to-go are the sum over the reward
+    functions of each one's rewards-to-go under its own discount, ``G_t^i = sum_k sum_{s>=t} gamma_k^(s-t) r_{k,s}^i``,
+    and the baseline is formed from them as above. A survival bonus can then look far ahead (a fall costs every step
+    after it) while a speed reward is credited to the steps around it. Needs ``lam=1``.
+
     :param scale: ``"batch"`` (default) or ``"none"``.
     :param lam: the GAE-style lambda in [0, 1] (default 1: the plain per-step baseline).
     :param eps: added to the standard deviation.
     """
 
     requires = frozenset({"step_rewards", "group_ids"})
+
+    @property
+    def accepts_reward_streams(self) -> bool:
+        """One discount per reward function works with the plain baseline (``lam=1``) only."""
+        return self.lam == 1.0
 
     def __init__(self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8):
         if scale not in ("batch", "none"):
@@ -366,7 +377,21 @@ class GroupStepBaseline(AdvantageEstimator):
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
         valid = inputs.valid
         rewards = np.where(valid, np.asarray(inputs.rewards, dtype=np.float64), 0.0)
-        returns_to_go = _reverse_discounted_cumsum(rewards, valid, inputs.gamma)
+        streams = inputs.extras.get(REWARD_STREAMS)
+        if streams is None:
+            returns_to_go = _reverse_discounted_cumsum(rewards, valid, inputs.gamma)
+        else:
+            if not self.accepts_reward_streams:
+                raise EstimatorError(
+                    f"group_step_baseline: one discount per reward function (reward_gammas) needs lam=1, got lam={self.lam}"
+                )
+            returns_to_go = np.zeros_like(rewards)
+            for stream, gamma in streams:
+                if np.shape(stream) != rewards.shape:
+                    raise EstimatorError(
+                        f"group_step_baseline: a reward stream has shape {np.shape(stream)}, the rewards {rewards.shape}"
+                    )
+                returns_to_go += _reverse_discounted_cumsum(np.where(valid, stream, 0.0), valid, gamma)
         inverse, n_groups, _ = group_index(inputs.group_ids)
         horizon = rewards.shape[0]
         # Per (t, group): sum and count of G_t over members alive at t.

@@ -10,6 +10,9 @@ Built-in reward functions, registered through the same hook as third-party ones.
   the training reward: ``reward_functions=["episodic_return", "healthy_reward"], reward_weights=[1.0, -1.0]`` (the
   survival-bonus shift of Mania et al. 2018, "Simple random search provides a competitive approach to reinforcement
   learning", which keeps random search from settling on standing still).
+- ``without_healthy_reward``: the env reward minus ``healthy_reward`` (forward progress and control or contact
+  costs). With ``healthy_reward`` next to it the two sum to the env reward and can be discounted apart (GRPO's
+  ``reward_gammas``).
 """
 
 from __future__ import annotations
@@ -71,12 +74,21 @@ def healthy_reward(trajectory: Trajectory) -> np.ndarray:
     return bonus
 
 
+def without_healthy_reward(trajectory: Trajectory) -> np.ndarray:
+    """Per-step env reward minus ``info["reward_survive"]``: what the env pays besides staying alive.
+
+    :raises RewardFunctionError: as :func:`healthy_reward`.
+    """
+    return np.asarray(trajectory.rewards, dtype=np.float64) - healthy_reward(trajectory)
+
+
 BUILTIN_REWARD_FUNCTIONS = {
     "episodic_return": episodic_return,
     "discounted_return": discounted_return,
     "success": success,
     "terminal_reward": terminal_reward,
     "healthy_reward": healthy_reward,
+    "without_healthy_reward": without_healthy_reward,
 }
 
 

@@ -207,6 +207,11 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     :param reward_weights: one weight per reward function (default: all 1).
     :param reward_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see
         :class:`sb3_grpo.common.rewards.RewardCombiner`).
+    :param reward_gammas: one discount per reward function (``None``: all use ``gamma``), for an estimator that
+        discounts each function's per-step rewards separately (``"group_step_baseline"`` with ``lam=1``). A survival
+        bonus can look far ahead while a speed reward is credited to the steps around it:
+        ``reward_functions=["without_healthy_reward", "healthy_reward"], reward_gammas=[0.97, 0.999]`` on Hopper-v5.
+        Reward functions still see ``gamma`` in ``Trajectory.gamma``.
     :param advantage_estimator: a registered estimator name, class or instance that fits GRPO (default
         ``"group_zscore"``; ``"group_step_baseline"`` for long dense-reward episodes).
     :param advantage_kwargs: options of the estimator.
@@ -284,6 +289,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         reward_functions: Sequence[str | Callable] | str | Callable = ("episodic_return",),
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
+        reward_gammas: Sequence[float] | None = None,
         advantage_estimator: Any = "group_zscore",
         advantage_kwargs: dict[str, Any] | None = None,
         ent_coef: float = 0.0,
@@ -343,6 +349,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         self.reward_functions = list(reward_functions)  # type: ignore[arg-type]
         self.reward_weights = None if reward_weights is None else [float(w) for w in reward_weights]
         self.reward_aggregation = reward_aggregation
+        self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = dict(advantage_kwargs or {})
         self.target_kl = target_kl
@@ -405,6 +412,14 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
             fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
+        if self.reward_gammas is not None:
+            if len(self.reward_gammas) != len(self.reward_functions):
+                fail(
+                    f"reward_gammas has {len(self.reward_gammas)} entries but reward_functions has "
+                    f"{len(self.reward_functions)} ({self.reward_functions}): give one discount per reward function."
+                )
+            if not all(0.0 <= g <= 1.0 for g in self.reward_gammas):
+                fail(f"reward_gammas must all be in [0, 1], got {self.reward_gammas}")
         if self.branch_pivot not in BRANCH_PIVOTS:
             fail(f"branch_pivot must be one of {BRANCH_PIVOTS}, got {self.branch_pivot!r}")
         if self.branch_every is not None:
@@ -434,6 +449,13 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         # Resolving now makes unknown names and misfits fail at construction, before any env step.
         if getattr(self, "_estimator", None) is None:  # a loaded model keeps its (possibly stateful) estimator
             self._estimator = make_advantage_estimator("GRPO", self.advantage_estimator, self.advantage_kwargs, GROUP_PROVIDES)
+        if self.reward_gammas is not None and not getattr(self._estimator, "accepts_reward_streams", False):
+            raise ValueError(
+                f"reward_gammas (one discount per reward function) needs an advantage estimator that discounts each "
+                f"reward function separately: advantage_estimator='group_step_baseline' (with lam=1), got "
+                f"{self.advantage_estimator!r} with {self.advantage_kwargs}. Or drop reward_gammas to discount every "
+                "reward with gamma."
+            )
         functions = [
             (f if isinstance(f, str) else getattr(f, "__name__", repr(f)), get_reward_function(f))
             for f in self.reward_functions
@@ -812,10 +834,15 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     index=index,
                 )
             )
-        outcomes, step_rewards, _ = self._reward_combiner(trajectories)
+        outcomes, step_rewards, _, streams = self._reward_combiner.score(trajectories)
         terminated_flags = np.array([t.terminated for t in trajectories])
         inputs = AdvantageInputs.from_trajectories(
-            step_rewards, self.gamma, outcome_rewards=outcomes, group_ids=group_ids, terminated=terminated_flags
+            step_rewards,
+            self.gamma,
+            outcome_rewards=outcomes,
+            group_ids=group_ids,
+            terminated=terminated_flags,
+            reward_streams=None if self.reward_gammas is None else list(zip(streams, self.reward_gammas, strict=True)),
         )
         outputs = run_estimator(self._estimator, inputs)
         advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
