@@ -81,3 +81,14 @@ python -m benchmarks.bench_paired --algo adaptive_kl_ppo --envs CartPole-v1 Acro
 # Instructions per iteration under valgrind (load-independent; about 50x slower than native).
 python -m benchmarks.bench_instructions --algo adaptive_kl_ppo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --k1 1 --k2 3
 python -m benchmarks.bench_instructions --algo adaptive_kl_ppo --envs CartPole-v1 --k1 1 --k2 3 --rollouts-only --out benchmarks/results/instructions_adaptive_kl_ppo_rollouts.csv
+# Issue 10, eighth session: the survival bonus taken out of Hopper's training reward (healthy_reward, hop_y / z / h25),
+# groups of 4 (hop_g4), one discount per reward function (reward_gammas: hop_mg, the Hopper entry since; hop_mgw3 /
+# mgw10, hop_mgx), HalfCheetah with a decayed learning rate (hc_lin) and the control cost credited to its own step.
+python -m benchmarks.harness --algos grpo:hop_y grpo:hop_z --envs Hopper-v5 --seeds 0 $MJ3
+python -m benchmarks.harness --algos grpo:hop_z --envs Hopper-v5 --seeds 1 $MJ3
+python -m benchmarks.harness --algos grpo:hop_h25 --envs Hopper-v5 --seeds 3 7 $MJ3
+python -m benchmarks.harness --algos grpo:hop_g4 --envs Hopper-v5 --seeds 0 1 $MJ3
+python -m benchmarks.harness --algos grpo:hop_mg --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
+python -m benchmarks.harness --algos grpo:hop_mgw3 grpo:hop_mgw10 --envs Hopper-v5 --seeds 6 $MJ3
+python -m benchmarks.harness --algos grpo:hc_lin --envs HalfCheetah-v5 --seeds 0 1 $MJ3
+python -m benchmarks.exp_control_cost --algo grpo:hc_ctrl0 --seeds 0 1

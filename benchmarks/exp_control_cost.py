@@ -1,0 +1,45 @@
+"""
+Issue 10 experiment: HalfCheetah with the control cost credited to its own step.
+
+Registers two reward functions in-process, ``exp_ctrl`` (``info["reward_ctrl"]``) and ``exp_without_ctrl`` (the env
+reward minus it), then runs harness cells of a sweep that names them with ``reward_gammas`` (``grpo_hc_ctrl0.yml``:
+forward speed at 0.97, the control cost at 0, where only the action that paid it is credited).
+
+    python -m benchmarks.exp_control_cost --algo grpo:hc_ctrl0 --seeds 0 1
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks import harness
+from sb3_grpo import Trajectory, register_reward_function
+
+
+def control_cost(trajectory: Trajectory) -> np.ndarray:
+    return np.array([float(info["reward_ctrl"]) for info in trajectory.infos])
+
+
+def without_control_cost(trajectory: Trajectory) -> np.ndarray:
+    return np.asarray(trajectory.rewards, dtype=np.float64) - control_cost(trajectory)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algo", default="grpo:hc_ctrl0")
+    parser.add_argument("--env", default="HalfCheetah-v5")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--budget", type=int, default=300_000)
+    parser.add_argument("--out", default="benchmarks/results/raw")
+    args = parser.parse_args(argv)
+    register_reward_function("exp_ctrl", control_cost)
+    register_reward_function("exp_without_ctrl", without_control_cost)
+    for seed in args.seeds:
+        summary = harness.run_cell(args.algo, args.env, seed, args.budget, args.out, 20_000, 5)
+        print(f"{args.algo} {args.env} seed {seed}: final {summary['final_eval']:.1f}")
+
+
+if __name__ == "__main__":
+    main()
