@@ -95,3 +95,4 @@ python -m benchmarks.exp_control_cost --algo grpo:hc_ctrl0 --seeds 0 1
 python -m benchmarks.harness --algos grpo:hop_mge20 --envs Hopper-v5 --seeds 6 0 1 2 3 4 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mgx grpo:hop_mg99 --envs Hopper-v5 --seeds 0 6 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g16 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_bs128 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
