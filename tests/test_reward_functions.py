@@ -94,8 +94,13 @@ def test_without_healthy_reward_and_the_streams_of_each_function():
 
 
 def test_healthy_reward_on_an_env_without_one_says_what_to_do():
-    with pytest.raises(RewardFunctionError, match=r"step 1's info has no 'reward_survive' key.*Remove 'healthy_reward'"):
-        score_trajectory(get_reward_function("healthy_reward"), traj([1.0, 1.0], infos=[{"reward_survive": 1}, {}]))
+    bad = traj([1.0, 1.0], infos=[{"reward_survive": 1}, {}])
+    for name in ("healthy_reward", "without_healthy_reward"):
+        with pytest.raises(
+            RewardFunctionError,
+            match=rf"'{name}'.*step 1's info has no 'reward_survive' key.*Remove 'healthy_reward' and 'without_healthy",
+        ):
+            score_trajectory(get_reward_function(name), bad, name=name)
 
 
 def test_non_finite_and_wrong_shape_name_function_and_trajectory():

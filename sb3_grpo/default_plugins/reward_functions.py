@@ -68,7 +68,7 @@ def healthy_reward(trajectory: Trajectory) -> np.ndarray:
             raise RewardFunctionError(
                 f"step {t}'s info has no 'reward_survive' key: this env reports no survival bonus (Gymnasium's MuJoCo "
                 "locomotion envs such as Hopper-v5, Walker2d-v5, Ant-v5 and Humanoid-v5 do). Remove 'healthy_reward' "
-                "from reward_functions for this env."
+                "and 'without_healthy_reward' from reward_functions for this env."
             )
         bonus[t] = float(info["reward_survive"])
     return bonus
