@@ -40,7 +40,8 @@ def test_success_without_is_success_says_what_to_do():
         score_trajectory(get_reward_function("success"), traj([1.0]), name="success")
 
 
-def without_healthy_reward():
+def minus_healthy_reward():
+    """episodic_return weighted 1 and healthy_reward weighted -1."""
     names = ("episodic_return", "healthy_reward")
     return RewardCombiner([(name, get_reward_function(name)) for name in names], weights=[1.0, -1.0])
 
@@ -49,7 +50,7 @@ def test_healthy_reward_by_hand_and_removed_with_a_negative_weight():
     infos = [{"reward_survive": 1.0}, {"reward_survive": 1.0}, {"reward_survive": 0.5}]
     t = traj([1.25, 0.5, 2.0], infos=infos)
     np.testing.assert_allclose(score_trajectory(get_reward_function("healthy_reward"), t), [1.0, 1.0, 0.5])
-    combiner = without_healthy_reward()
+    combiner = minus_healthy_reward()
     outcomes, steps, _ = combiner([t])
     np.testing.assert_allclose(steps[0], [0.25, -0.5, 1.5])
     np.testing.assert_allclose(outcomes, [1.25])
@@ -69,10 +70,11 @@ def test_healthy_reward_on_hopper_leaves_forward_and_control_rewards():
         if terminated or truncated:
             break
     t = traj(rewards, infos=infos)
-    combiner = without_healthy_reward()
+    combiner = minus_healthy_reward()
     _, steps, _ = combiner([t])
     expected = [info["reward_forward"] + info["reward_ctrl"] for info in infos]
     np.testing.assert_allclose(steps[0], expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(score_trajectory(get_reward_function("without_healthy_reward"), t), steps[0], atol=1e-12)
 
 
 def test_without_healthy_reward_and_the_streams_of_each_function():
