@@ -360,11 +360,6 @@ class GroupStepBaseline(AdvantageEstimator):
 
     requires = frozenset({"step_rewards", "group_ids"})
 
-    @property
-    def accepts_reward_streams(self) -> bool:
-        """One discount per reward function works with the plain baseline (``lam=1``) only."""
-        return self.lam == 1.0
-
     def __init__(self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8):
         if scale not in ("batch", "none"):
             raise EstimatorError(f"group_step_baseline: scale must be 'batch' or 'none', got {scale!r}")
@@ -373,6 +368,11 @@ class GroupStepBaseline(AdvantageEstimator):
         self.scale = scale
         self.lam = float(lam)
         self.eps = float(eps)
+
+    @property
+    def accepts_reward_streams(self) -> bool:
+        """One discount per reward function works with the plain baseline (``lam=1``) only."""
+        return self.lam == 1.0
 
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
         valid = inputs.valid
