@@ -98,3 +98,4 @@ python -m benchmarks.harness --algos grpo:hc_g16 --envs HalfCheetah-v5 --seeds 0
 python -m benchmarks.harness --algos grpo:hc_bs128 --envs HalfCheetah-v5 --seeds 0 1 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mg0 --envs Hopper-v5 --seeds 0 6 1 2 3 4 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mg --envs Hopper-v5 --seeds 0 6 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
+python -m benchmarks.harness --algos grpo:hop_mgc --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
