@@ -73,7 +73,7 @@ python -m benchmarks.harness --algos grpo --envs Pendulum-v1 --seeds 0 1 2 3 4 -
 python -m benchmarks.bench_throughput
 # GRPO's Pendulum throughput with the 20-epoch entry, against PPO in the same sequential run.
 python -m benchmarks.bench_throughput --steps 30000 --envs Pendulum-v1 --algos ppo grpo --repeats 3 --out benchmarks/results/throughput_grpo_pendulum.csv
-python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg ppo@300k --out benchmarks/results/large_envs
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p ppo@300k --out benchmarks/results/large_envs
 python -m benchmarks.bench_soak --steps 1000000 --window 50000 --algos grpo exact_trpo adaptive_kl_ppo
 # Part A's aggregate (classic control), then the paired fps ratio of AdaptiveKLPPO to PPO (run it on a quiet machine).
 python -m benchmarks.aggregate --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --algos grpo ppo exact_trpo trpo adaptive_kl_ppo --seeds 0 1 2 3 4
@@ -99,3 +99,5 @@ python -m benchmarks.harness --algos grpo:hc_bs128 --envs HalfCheetah-v5 --seeds
 python -m benchmarks.harness --algos grpo:hop_mg0 --envs Hopper-v5 --seeds 0 6 1 2 3 4 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mg --envs Hopper-v5 --seeds 0 6 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
 python -m benchmarks.harness --algos grpo:hop_mgc --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
+# Part B's aggregate again, with the eighth session's Hopper entry (the command in BENCHMARKS.md).
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg ppo@300k --out benchmarks/results/large_envs
