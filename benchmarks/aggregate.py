@@ -212,7 +212,8 @@ def plots(envs, algos, by, curves, scores, out: Path) -> None:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    colors = {a: plt.cm.tab10(i) for i, a in enumerate(algos)}
+    palette = plt.cm.tab10 if len(algos) <= 10 else plt.cm.tab20  # tab10 has 10 colours: more would repeat
+    colors = {a: palette(i) for i, a in enumerate(algos)}
     for name in scores:  # "ppo (vs grpo)": the baseline's colour
         colors.setdefault(name, colors.get(name.split(" ")[0], "grey"))
     cols = min(3, len(envs))
