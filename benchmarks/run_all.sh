@@ -100,7 +100,8 @@ python -m benchmarks.harness --algos grpo:hop_mg0 --envs Hopper-v5 --seeds 0 6 1
 python -m benchmarks.harness --algos grpo:hop_mg --envs Hopper-v5 --seeds 0 6 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
 python -m benchmarks.harness --algos grpo:hop_mgc --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
 # Issue 10, ninth session: on top of hop_mg, speed at gamma 0.95 / weighted 1.5 / the survival bonus undiscounted,
-# an entropy bonus (hop_mgent, hop_mgent1: the Hopper entry since); and SB3 PPO (rl-zoo's entry) on Hopper seeds 3-9 at 300k, for a 10-seed comparison.
+# an entropy bonus (hop_mgent, hop_mgent1: the Hopper entry since; HalfCheetah with it: hc_ent); and SB3 PPO (rl-zoo's
+# entry) on Hopper seeds 3-9 at 300k, for a 10-seed comparison.
 python -m benchmarks.harness --algos grpo:hop_mg95 grpo:hop_mgw15 grpo:hop_mg1 --envs Hopper-v5 --seeds 0 1 2 3 $MJ3
 python -m benchmarks.harness --algos ppo --envs Hopper-v5 --seeds 3 4 5 6 7 8 9 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mgent --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
