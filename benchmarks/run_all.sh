@@ -109,5 +109,6 @@ python -m benchmarks.harness --algos grpo:hop_mgent1 --envs Hopper-v5 --seeds 0 
 # Fresh seeds for the new entry (hop_mgent1) and the previous one (hop_mg).
 python -m benchmarks.harness --algos grpo:hop_mgent1 grpo:hop_mg --envs Hopper-v5 --seeds 10 11 12 13 14 15 16 17 18 19 $MJ3
 python -m benchmarks.harness --algos grpo:hc_ent --envs HalfCheetah-v5 --seeds 0 1 2 3 4 $MJ3
+python -m benchmarks.harness --algos grpo:hop_mgent1 --envs Hopper-v5 --seeds 0 11 --budget 1000000 --eval-freq 50000 --n-eval-episodes 5 --jobs "$J"
 # Part B's aggregate again, with the Hopper entries (eighth and ninth sessions) and PPO's 10 Hopper seeds (the command in BENCHMARKS.md).
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 ppo@300k --out benchmarks/results/large_envs
