@@ -116,7 +116,7 @@ python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --
 # fresh check only: stopped at its second seed below 1000) and a KL penalty to the behaviour policy (hop_beta1, stopped
 # at seed 3); HalfCheetah with early stopping (hc_kl2, hc_lrkl2); SB3 PPO on Hopper seeds 10-19 (20 seeds, as GRPO's entry);
 # a stronger entropy bonus on Hopper (hop_mgent2, stopped at seed 2, its first below 1000); minibatches of 512 (hop_bs512);
-# the speed stream weighted 1.25 (hop_mgentw125).
+# the speed stream weighted 1.25 (hop_mgentw125); the entry on fresh seeds 20-29.
 python -m benchmarks.harness --algos grpo:hop_kl1 grpo:hop_beta1 --envs Hopper-v5 --seeds 0 1 2 3 $MJ3
 python -m benchmarks.harness --algos grpo:hop_kl1 --envs Hopper-v5 --seeds 4 5 6 7 8 9 10 11 12 13 14 15 $MJ3
 python -m benchmarks.harness --algos grpo:hc_kl2 grpo:hc_lrkl2 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
@@ -124,3 +124,4 @@ python -m benchmarks.harness --algos ppo --envs Hopper-v5 --seeds 10 11 12 13 14
 python -m benchmarks.harness --algos grpo:hop_mgent2 --envs Hopper-v5 --seeds 0 1 2 3 $MJ3
 python -m benchmarks.harness --algos grpo:hop_bs512 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mgentw125 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
+python -m benchmarks.harness --algos grpo:hop_mgent1 --envs Hopper-v5 --seeds 20 21 22 23 24 25 26 27 28 29 $MJ3
