@@ -222,6 +222,35 @@ def test_group_step_baseline_by_hand():
     np.testing.assert_allclose(scaled.advantages[:, 1], np.array([0.5, 3.0, 0.0]) / valid.std(), rtol=1e-6)
 
 
+def test_group_step_baseline_floored_scale_by_hand():
+    """scale='floored' divides by the larger of the batch's std and the std of every advantage so far."""
+    est = get_advantage_estimator("group_step_baseline", scale="floored", eps=0.0)
+    # gamma .5, as above: unscaled advantages [-.5, -3, .5, 3] (and a 0 where b is alone)
+    first = group_inputs(
+        outcomes=[2.0, 6.0], groups=np.array([7, 7]), step_rewards=[np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])], gamma=0.5
+    )
+    a1 = np.array([-0.5, -3.0, 0.5, 3.0, 0.0])
+    out = est.compute(first)
+    np.testing.assert_allclose(out.advantages[:, 1], np.array([0.5, 3.0, 0.0]) / a1.std(), rtol=1e-12)  # = batch
+    # A nearly tied batch: one step each, rewards 1.01 and 1 -> advantages +-.01, its own std tiny
+    tied_steps = [np.array([1.01]), np.array([1.0])]
+    tied = group_inputs(outcomes=[1.0, 1.0], groups=np.array([3, 3]), step_rewards=tied_steps, gamma=0.5)
+    a2 = np.array([0.01, -0.01])
+    running = np.concatenate([a1, a2]).std()  # count-weighted over both batches = the std of them all together
+    assert running > a2.std()
+    np.testing.assert_allclose(est.compute(tied).advantages[0], a2 / running, rtol=1e-12)
+    assert est.running_count == 7 and est.running_var == pytest.approx(running**2, rel=1e-12)
+    # A batch wider than everything so far: its own std is the larger, as scale='batch'
+    wide_steps = [np.array([50.0]), np.array([-50.0])]
+    wide = group_inputs(outcomes=[0.0, 0.0], groups=np.array([1, 1]), step_rewards=wide_steps, gamma=0.5)
+    a3 = np.array([100.0, -100.0])
+    assert np.concatenate([a1, a2, a3]).std() < a3.std()
+    np.testing.assert_allclose(est.compute(wide).advantages[0], a3 / a3.std(), rtol=1e-12)
+    np.testing.assert_allclose(est.running_var, np.concatenate([a1, a2, a3]).var(), rtol=1e-12)
+    # the plain batch scale would have blown the tied batch up to unit size
+    np.testing.assert_allclose(np.abs(adv("group_step_baseline", tied).advantages[0]), [1.0, 1.0], rtol=1e-6)
+
+
 def random_step_batch(seed, n_groups, size):
     """``n_groups`` groups of ``size`` trajectories of 1-11 normal per-step rewards (gamma 0.95)."""
     rng = np.random.default_rng(seed)
@@ -284,6 +313,8 @@ def test_group_step_baseline_refuses_bad_lambda():
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(EstimatorError, match="lam must be in"):
             get_advantage_estimator("group_step_baseline", lam=bad)
+    with pytest.raises(EstimatorError, match="scale must be 'batch', 'floored' or 'none', got 'group'"):
+        get_advantage_estimator("group_step_baseline", scale="group")
 
 
 def test_group_step_baseline_reward_streams_by_hand():

@@ -597,3 +597,20 @@ def test_reward_gammas_discount_each_reward_function_apart(tmp_path):
     model.save(tmp_path / "streams.zip")
     loaded = GRPO.load(tmp_path / "streams.zip", device="cpu")
     assert loaded.reward_gammas == [0.9, 0.999]
+
+
+def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_path):
+    """scale='floored' is stateful: the running moments of past advantages are saved with the model and go on."""
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    model = GRPO(
+        "MlpPolicy", env, n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu",
+        advantage_estimator="group_step_baseline", advantage_kwargs=dict(scale="floored"),
+    )
+    model.learn(400)
+    state = (model._estimator.running_count, model._estimator.running_mean, model._estimator.running_var)
+    assert state[0] == 800 and state[2] > 0.0  # one rollout: groups open until 400 steps, then finish (800)
+    model.save(tmp_path / "floored.zip")
+    loaded = GRPO.load(tmp_path / "floored.zip", env=make_vec_env("Pendulum-v1", n_envs=2, seed=1), device="cpu")
+    assert (loaded._estimator.running_count, loaded._estimator.running_mean, loaded._estimator.running_var) == state
+    loaded.learn(400, reset_num_timesteps=False)
+    assert loaded._estimator.running_count == 1600

@@ -334,7 +334,16 @@ class GroupStepBaseline(AdvantageEstimator):
     their discounted rewards-to-go can be compared: ``A_t^i = G_t^i - mean_{j != i, j alive at t} G_t^j``.
     A member with no other member alive at t gets ``G_t^i`` minus the group's mean ``G_t`` over the members alive
     at t (that is, zero when it is alone). Advantages are then divided by their standard deviation over the
-    batch (``scale="batch"``, default: per-group scaling was unstable in experiments) or left as is.
+    batch (``scale="batch"``, default: per-group scaling was unstable in experiments), by the larger of that and
+    the standard deviation of every advantage computed so far (``scale="floored"``), or left as is (``"none"``).
+
+    ``"floored"`` is for tasks where the whole batch can end up nearly tied: once every member of every group
+    stays alive for the whole episode (Hopper-v5 standing still), the rewards-to-go differ by a little drift, and
+    dividing by the batch's standard deviation blows that up to unit size (measured on Hopper: 1.5 against 20-160
+    while members still fell, and the next batch's episodes were half as long). The running standard deviation
+    (count-weighted over all advantages so far, like VecNormalize's statistics; part of the estimator's state, saved
+    with the model) keeps such a batch's step as small as its advantages are; where the advantages grow over
+    training, the batch's own standard deviation is the larger and ``"floored"`` acts as ``"batch"``.
 
     With ``lam < 1`` the leave-one-out baseline ``b_t^i`` serves as a time-indexed value estimate, as a critic would
     in GAE: ``delta_t^i = r_t^i + gamma * b_{t+1}^i - b_t^i`` (``b = 0`` after the member's last step) and
@@ -353,7 +362,7 @@ class GroupStepBaseline(AdvantageEstimator):
     and the baseline is formed from them as above. A survival bonus can then look far ahead (a fall costs every step
     after it) while a speed reward is credited to the steps around it. Needs ``lam=1``.
 
-    :param scale: ``"batch"`` (default) or ``"none"``.
+    :param scale: ``"batch"`` (default), ``"floored"`` or ``"none"``.
     :param lam: the GAE-style lambda in [0, 1] (default 1: the plain per-step baseline).
     :param eps: added to the standard deviation.
     """
@@ -361,13 +370,28 @@ class GroupStepBaseline(AdvantageEstimator):
     requires = frozenset({"step_rewards", "group_ids"})
 
     def __init__(self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8):
-        if scale not in ("batch", "none"):
-            raise EstimatorError(f"group_step_baseline: scale must be 'batch' or 'none', got {scale!r}")
+        if scale not in ("batch", "floored", "none"):
+            raise EstimatorError(f"group_step_baseline: scale must be 'batch', 'floored' or 'none', got {scale!r}")
         if not 0.0 <= lam <= 1.0:  # also refuses NaN
             raise EstimatorError(f"group_step_baseline: lam must be in [0, 1], got {lam!r}")
         self.scale = scale
         self.lam = float(lam)
         self.eps = float(eps)
+        # Running count, mean and variance of the unscaled advantages (scale="floored").
+        self.running_count = 0
+        self.running_mean = 0.0
+        self.running_var = 0.0
+
+    def _update_running(self, values: np.ndarray) -> float:
+        """Fold a batch into the running moments (Chan et al.'s parallel update); return the running std."""
+        count, mean, var = values.size, float(values.mean()), float(values.var())
+        total = self.running_count + count
+        delta = mean - self.running_mean
+        m2 = self.running_var * self.running_count + var * count + delta**2 * self.running_count * count / total
+        self.running_mean += delta * count / total
+        self.running_var = m2 / total
+        self.running_count = total
+        return float(np.sqrt(self.running_var))
 
     @property
     def accepts_reward_streams(self) -> bool:
@@ -418,8 +442,11 @@ class GroupStepBaseline(AdvantageEstimator):
             following[:-1] = baseline[1:]  # zero past the last row and on padding (the member has ended)
             deltas = np.where(valid & ~flat, rewards + inputs.gamma * following - baseline, 0.0)
             advantages = np.where(~flat, _reverse_discounted_cumsum(deltas, valid, inputs.gamma * self.lam), 0.0)
-        if self.scale == "batch" and valid.any():
-            advantages = advantages / (advantages[valid].std() + self.eps)
+        if self.scale != "none" and valid.any():
+            scale = advantages[valid].std()
+            if self.scale == "floored":
+                scale = max(scale, self._update_running(advantages[valid]))
+            advantages = advantages / (scale + self.eps)
         return AdvantageOutputs(advantages=np.where(valid, advantages, 0.0))
 
 
