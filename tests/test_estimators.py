@@ -249,6 +249,11 @@ def test_group_step_baseline_floored_scale_by_hand():
     np.testing.assert_allclose(est.running_var, np.concatenate([a1, a2, a3]).var(), rtol=1e-12)
     # the plain batch scale would have blown the tied batch up to unit size
     np.testing.assert_allclose(np.abs(adv("group_step_baseline", tied).advantages[0]), [1.0, 1.0], rtol=1e-6)
+    # floor=0.25: the tied batch is divided by a quarter of the running std (still above its own)
+    quarter = get_advantage_estimator("group_step_baseline", scale="floored", floor=0.25, eps=0.0)
+    quarter.compute(first)
+    assert 0.25 * running > a2.std()
+    np.testing.assert_allclose(quarter.compute(tied).advantages[0], a2 / (0.25 * running), rtol=1e-12)
 
 
 def random_step_batch(seed, n_groups, size):
@@ -315,6 +320,11 @@ def test_group_step_baseline_refuses_bad_lambda():
             get_advantage_estimator("group_step_baseline", lam=bad)
     with pytest.raises(EstimatorError, match="scale must be 'batch', 'floored' or 'none', got 'group'"):
         get_advantage_estimator("group_step_baseline", scale="group")
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(EstimatorError, match="floor must be in"):
+            get_advantage_estimator("group_step_baseline", scale="floored", floor=bad)
+    with pytest.raises(EstimatorError, match=r"floor=0.5 needs scale='floored', got scale='batch'"):
+        get_advantage_estimator("group_step_baseline", floor=0.5)
 
 
 def test_group_step_baseline_reward_streams_by_hand():
