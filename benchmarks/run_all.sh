@@ -125,3 +125,10 @@ python -m benchmarks.harness --algos grpo:hop_mgent2 --envs Hopper-v5 --seeds 0 
 python -m benchmarks.harness --algos grpo:hop_bs512 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mgentw125 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 $MJ3
 python -m benchmarks.harness --algos grpo:hop_mgent1 --envs Hopper-v5 --seeds 20 21 22 23 24 25 26 27 28 29 $MJ3
+# Issue 10, eleventh session: group_step_baseline's scale='floored' on the Hopper entry (hop_fl: floor 1; hop_fl25:
+# floor 0.25), and on hop_fl's misses the speed stream at 0.99 (hop_fl99) or weighted 1.5 (hop_flw15); clip range 0.1
+# (hop_c1, stopped at seed 3; hop_fl25 stopped at seed 20).
+python -m benchmarks.harness --algos grpo:hop_fl --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 $MJ3
+python -m benchmarks.harness --algos grpo:hop_fl99 grpo:hop_flw15 --envs Hopper-v5 --seeds 8 13 17 18 $MJ3
+python -m benchmarks.harness --algos grpo:hop_c1 --envs Hopper-v5 --seeds 0 1 2 3 $MJ3
+python -m benchmarks.harness --algos grpo:hop_fl25 --envs Hopper-v5 --seeds 8 13 17 18 0 1 2 3 4 5 6 7 9 10 11 12 14 15 16 19 20 $MJ3
