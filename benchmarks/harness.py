@@ -19,6 +19,7 @@ for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``z
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -241,6 +242,10 @@ def run_cell(
 
 
 def versions() -> dict[str, str]:
+    """What a cell ran on. Cells are bit-reproducible within a session, not across sessions: the same code and
+    recorded versions gave other Hopper-v5 trajectories (issue 10, eleventh session), so the CPU and the numerical
+    libraries on the simulation path are recorded too."""
+    import importlib.metadata
     import platform
 
     import gymnasium
@@ -248,14 +253,34 @@ def versions() -> dict[str, str]:
     import stable_baselines3
     import torch
 
+    found = {}
+    for package in ("numpy", "mujoco", "box2d"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[package] = importlib.metadata.version(package)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "stable_baselines3": stable_baselines3.__version__,
         "sb3_contrib": sb3_contrib.__version__,
         "gymnasium": gymnasium.__version__,
+        **found,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "cpu": _cpu_model(),
     }
+
+
+def _cpu_model() -> str:
+    """The CPU's model name and widest vector extension (from /proc/cpuinfo on Linux; else platform's guess)."""
+    import platform
+
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "")
+    return f"{name} ({widest})" if widest else name
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.harness import cell_name, load_hyperparams
+from benchmarks.harness import cell_name, load_hyperparams, versions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,3 +70,13 @@ def test_aggregate_selects_envs_algos_and_seeds():
     chosen = select(cells, envs=["Acrobot-v1"], algos=["grpo"], seeds=[0, 1, 2, 3, 4])
     assert [(c["algo"], c["env"], c["seed"]) for c in chosen] == [("grpo", "Acrobot-v1", s) for s in range(5)]
     assert {c["algo"] for c in select(cells, algos=["ppo@300k"])} == {"ppo@300k"}
+
+
+def test_cells_record_the_numerical_libraries_and_the_cpu():
+    """Cells are not bit-reproducible across machines: what they ran on goes into their summary."""
+    import numpy
+
+    recorded = versions()
+    assert recorded["numpy"] == numpy.__version__
+    assert {"torch", "gymnasium", "stable_baselines3", "sb3_contrib", "machine", "cpu"} <= set(recorded)
+    assert recorded["cpu"] and all(isinstance(value, str) for value in recorded.values())
