@@ -134,3 +134,7 @@ python -m benchmarks.harness --algos grpo:hop_c1 --envs Hopper-v5 --seeds 0 1 2 
 python -m benchmarks.harness --algos grpo:hop_fl25 --envs Hopper-v5 --seeds 8 13 17 18 0 1 2 3 4 5 6 7 9 10 11 12 14 15 16 19 20 $MJ3
 # HalfCheetah parity: the entry without observation normalisation (hc_nn) or with clip range 0.1 (hc_c1).
 python -m benchmarks.harness --algos grpo:hc_nn grpo:hc_c1 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+# Both entries rerun under other names (cells are bit-reproducible within a session, not across sessions), so that
+# this session's variants are compared with cells of the same session.
+python -m benchmarks.harness --algos grpo:hop_rerun11 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 $MJ3
+python -m benchmarks.harness --algos grpo:hc_rerun11 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
