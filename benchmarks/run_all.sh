@@ -138,3 +138,5 @@ python -m benchmarks.harness --algos grpo:hc_nn grpo:hc_c1 --envs HalfCheetah-v5
 # this session's variants are compared with cells of the same session.
 python -m benchmarks.harness --algos grpo:hop_rerun11 --envs Hopper-v5 --seeds 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 $MJ3
 python -m benchmarks.harness --algos grpo:hc_rerun11 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+# The floored scale against the rerun entry on seeds 20-29, so both have 30 seeds of this session.
+python -m benchmarks.harness --algos grpo:hop_fl grpo:hop_rerun11 --envs Hopper-v5 --seeds 20 21 22 23 24 25 26 27 28 29 $MJ3
