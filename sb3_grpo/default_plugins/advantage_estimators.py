@@ -17,6 +17,7 @@ Sources:
 from __future__ import annotations
 
 import numpy as np
+from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 from sb3_grpo.common.advantages import (
     REWARD_STREAMS,
@@ -391,21 +392,23 @@ class GroupStepBaseline(AdvantageEstimator):
         self.lam = float(lam)
         self.eps = float(eps)
         self.floor = float(floor)
-        # Running count, mean and variance of the unscaled advantages (scale="floored").
-        self.running_count = 0
-        self.running_mean = 0.0
-        self.running_var = 0.0
+        # Running moments of the unscaled advantages (scale="floored"); epsilon=0: no prior, the first batch's own.
+        self._running = RunningMeanStd(epsilon=0.0, shape=())
 
-    def _update_running(self, values: np.ndarray) -> float:
-        """Fold a batch into the running moments (Chan et al.'s parallel update); return the running std."""
-        count, mean, var = values.size, float(values.mean()), float(values.var())
-        total = self.running_count + count
-        delta = mean - self.running_mean
-        m2 = self.running_var * self.running_count + var * count + delta**2 * self.running_count * count / total
-        self.running_mean += delta * count / total
-        self.running_var = m2 / total
-        self.running_count = total
-        return float(np.sqrt(self.running_var))
+    @property
+    def running_count(self) -> float:
+        """Advantages folded into the running moments so far."""
+        return float(self._running.count)
+
+    @property
+    def running_mean(self) -> float:
+        """Running mean of the unscaled advantages."""
+        return float(self._running.mean)
+
+    @property
+    def running_var(self) -> float:
+        """Running variance of the unscaled advantages (count-weighted over every batch so far)."""
+        return float(self._running.var)
 
     @property
     def accepts_reward_streams(self) -> bool:
@@ -459,7 +462,8 @@ class GroupStepBaseline(AdvantageEstimator):
         if self.scale != "none" and valid.any():
             scale = advantages[valid].std()
             if self.scale == "floored":
-                scale = max(scale, self.floor * self._update_running(advantages[valid]))
+                self._running.update(advantages[valid])
+                scale = max(scale, self.floor * np.sqrt(self.running_var))
             advantages = advantages / (scale + self.eps)
         return AdvantageOutputs(advantages=np.where(valid, advantages, 0.0))
 
