@@ -614,3 +614,71 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     assert (loaded._estimator.running_count, loaded._estimator.running_mean, loaded._estimator.running_var) == state
     loaded.learn(400, reset_num_timesteps=False)
     assert loaded._estimator.running_count == 1600
+
+
+class _RolloutStartLogStd(BaseCallback):
+    """Records (remaining progress, largest log_std) at the start of every rollout, before its first action."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[float, float]] = []
+
+    def _on_rollout_start(self) -> None:
+        self.seen.append((self.model._current_progress_remaining, float(self.model.policy.log_std.detach().max())))
+
+    def _on_step(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "bound, expected",
+    [
+        ((-0.5, -2.0), lambda p: -0.5 + (1 - p) * (-2.0 + 0.5)),  # a pair: linear from start to end over training
+        ([-0.5, -2.0], lambda p: -0.5 + (1 - p) * (-2.0 + 0.5)),  # as a YAML zoo entry gives it
+        (-1.0, lambda p: -1.0),
+        (lambda p: -3.0 + 2.0 * p, lambda p: -3.0 + 2.0 * p),  # a schedule of the remaining progress
+    ],
+)
+def test_log_std_max_bounds_the_noise_of_every_rollout(bound, expected):
+    # log_std starts at 0 and an entropy bonus pushes it up during updates: the bound binds at every rollout start.
+    model = GRPO(
+        "MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2, seed=0), n_steps=200, group_size=2, n_epochs=1, ent_coef=0.1,
+        policy_kwargs=dict(log_std_init=0.0, net_arch=[16]), log_std_max=bound, seed=0, device="cpu",
+    )  # fmt: skip
+    spy = _RolloutStartLogStd()
+    model.learn(2400, callback=spy)
+    assert len(spy.seen) == 3  # rollouts of 800 steps (two groups of two 200-step episodes)
+    progresses = [p for p, _ in spy.seen]
+    assert progresses[0] == 1.0 and progresses[-1] < 0.4
+    for progress, largest in spy.seen:
+        assert largest == pytest.approx(expected(progress), abs=1e-6)
+    assert model.logger.name_to_value["train/log_std_max"] == pytest.approx(expected(progresses[-1]))
+    assert float(model.policy.log_std.detach().max()) > expected(progresses[-1])  # the update itself is not bounded
+
+
+def test_log_std_max_is_saved_and_a_reloaded_run_goes_on_exactly(tmp_path):
+    def make():
+        return GRPO(
+            "MlpPolicy", make_vec_env("Pendulum-v1", n_envs=2), n_steps=100, group_size=2, ent_coef=0.05,
+            log_std_max=[-0.2, -1.5], policy_kwargs=dict(net_arch=[16]), seed=4, device="cpu",
+        )  # fmt: skip
+
+    straight, _, loaded = straight_and_reloaded(make, "Pendulum-v1", 600, tmp_path)
+    assert loaded.log_std_max(0.5) == pytest.approx(-0.85)
+    loaded.learn(600, reset_num_timesteps=False)
+    th.testing.assert_close(params(loaded), params(straight), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "env_id, bound, match",
+    [
+        ("CartPole-v1", -1.0, r"needs a Box action space; this env's action space is Discrete\(2\)"),
+        ("Pendulum-v1", (-1.0, -2.0, -3.0), r"a pair \(start, end\)"),
+        ("Pendulum-v1", "-1", r"a pair \(start, end\)"),
+        ("Pendulum-v1", float("nan"), "must be finite"),
+        ("Pendulum-v1", (-1.0, float("inf")), "must be finite"),
+    ],
+)
+def test_bad_log_std_max_is_refused_with_the_fix(env_id, bound, match):
+    with pytest.raises(ValueError, match=match):
+        GRPO("MlpPolicy", env_id, log_std_max=bound, device="cpu")

@@ -14,7 +14,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor
+from stable_baselines3.common.utils import FloatSchedule, LinearSchedule, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.advantages import AdvantageInputs, group_index, grouped_mean_std, run_estimator
@@ -246,6 +246,14 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         Pendulum-v1 (BENCHMARKS.md): every 4 steps made GRPO as sample-efficient as SB3 PPO (-144 at 50k steps,
         against -327 without gSDE), while one matrix per trajectory was slower than no gSDE; on HalfCheetah-v5 and
         Hopper-v5 gSDE did not help.
+    :param log_std_max: an upper bound on the Gaussian policy's log standard deviation (Box actions), applied to the
+        policy's ``log_std`` parameter before every rollout: a number, a schedule of the remaining progress (1 to 0),
+        or a pair ``(start, end)`` for a bound that moves linearly from ``start`` to ``end`` over training (what a
+        YAML zoo entry can express). ``None`` (default): no bound. The entropy bonus and the policy gradient still
+        move ``log_std`` during an update; the bound holds for every rollout, so a falling bound makes the late
+        stochastic policy close to the deterministic one that evaluation runs. With gSDE it bounds the log standard
+        deviation of the exploration matrix's entries. Measured on Hopper-v5 (BENCHMARKS.md): the entry's
+        deterministic policy stood still while its noisy training policy wandered forward.
     :param stats_window_size: window size for the rollout logging (episodes).
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
@@ -302,6 +310,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
         sde_sample_freq: int = -1,
+        log_std_max: float | Schedule | Sequence[float] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -358,6 +367,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         self.branch_carry_over = branch_carry_over
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
+        self.log_std_max = log_std_max
         self._check_arguments()
         if _init_setup_model:
             self._setup_model()
@@ -420,6 +430,16 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                 )
             if not all(0.0 <= g <= 1.0 for g in self.reward_gammas):
                 fail(f"reward_gammas must all be in [0, 1], got {self.reward_gammas}")
+        bound, number = self.log_std_max, (int, float, np.integer, np.floating)
+        if bound is not None and not callable(bound):
+            pair = isinstance(bound, (list, tuple)) and len(bound) == 2 and all(isinstance(v, number) for v in bound)
+            if not (isinstance(bound, number) or pair):
+                fail(
+                    f"log_std_max must be None, a number, a schedule of the remaining progress or a pair (start, end) "
+                    f"for a linear schedule, got {bound!r}"
+                )
+            if not np.all(np.isfinite(np.asarray(bound, dtype=np.float64))):
+                fail(f"log_std_max must be finite, got {bound!r}")
         if self.branch_pivot not in BRANCH_PIVOTS:
             fail(f"branch_pivot must be one of {BRANCH_PIVOTS}, got {self.branch_pivot!r}")
         if self.branch_every is not None:
@@ -443,6 +463,17 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         self.ref_policy: ActorPolicy | None = None
         if self.beta > 0:
             self.ref_policy = self._frozen_copy(self.policy)
+        if self.log_std_max is not None:
+            log_std = getattr(self.policy, "log_std", None)
+            if not isinstance(self.action_space, spaces.Box) or not isinstance(log_std, th.nn.Parameter):
+                raise ValueError(
+                    f"log_std_max bounds the Gaussian policy's log standard deviation, which needs a Box action space; "
+                    f"this env's action space is {self.action_space}. Drop log_std_max."
+                )
+            if not callable(self.log_std_max) and not isinstance(self.log_std_max, (int, float, np.integer, np.floating)):
+                start, end = (float(v) for v in self.log_std_max)  # type: ignore[union-attr]
+                self.log_std_max = LinearSchedule(start, end, 1.0)
+            self.log_std_max = FloatSchedule(self.log_std_max)  # type: ignore[arg-type]
         self.clip_range = FloatSchedule(self.clip_range)  # type: ignore[assignment]
         if self.clip_range_high is not None:
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
@@ -545,6 +576,11 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             "_branch_states": self._branch_states,
         }
         th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
+        if self.log_std_max is not None:
+            bound = self.log_std_max(self._current_progress_remaining)  # type: ignore[operator]
+            with th.no_grad():
+                self.policy.log_std.clamp_(max=bound)
+            self._log_std_bound = bound
 
     def _env_step(
         self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
@@ -959,6 +995,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             self.logger.record("train/clip_range_high", eps_high)
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
+        if self.log_std_max is not None:
+            self.logger.record("train/log_std_max", getattr(self, "_log_std_bound", float("nan")))
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
 
     def _ref_batches(self, buffer: GroupRolloutBuffer, chunk: int = 4096) -> Any:
