@@ -140,3 +140,16 @@ python -m benchmarks.harness --algos grpo:hop_rerun11 --envs Hopper-v5 --seeds 0
 python -m benchmarks.harness --algos grpo:hc_rerun11 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 # The floored scale against the rerun entry on seeds 20-29, so both have 30 seeds of this session.
 python -m benchmarks.harness --algos grpo:hop_fl grpo:hop_rerun11 --envs Hopper-v5 --seeds 20 21 22 23 24 25 26 27 28 29 $MJ3
+# Issue 10, twelfth session (this machine reproduced the eleventh session's cells bit for bit): the floored scale against
+# the entry on fresh seeds 30-49 (50 seeds each); branching on the entry (hop_br) and training episodes cut at 500 / 250
+# steps (hop_tr500 / hop_tr250); less action noise from the start (hop_ls3) or a falling bound on it, log_std_max
+# from -1.5 to -4 (hop_anneal), also with the floored scale (hop_annfl).
+python -m benchmarks.harness --algos grpo:hop_rerun11 grpo:hop_fl --envs Hopper-v5 --seeds $(seq 30 49) $MJ3
+python -m benchmarks.harness --algos grpo:hop_br --envs Hopper-v5 --seeds 0 1 $MJ3
+python -m benchmarks.harness --algos grpo:hop_tr500 grpo:hop_tr250 --envs Hopper-v5 --seeds 0 1 $MJ3
+python -m benchmarks.harness --algos grpo:hop_ls3 --envs Hopper-v5 --seeds 0 1 2 3 $MJ3
+python -m benchmarks.harness --algos grpo:hop_anneal grpo:hop_annfl --envs Hopper-v5 --seeds $(seq 0 19) $MJ3
+python -m benchmarks.harness --algos grpo:hop_anneal --envs Hopper-v5 --seeds $(seq 20 39) $MJ3
+python -m benchmarks.harness --algos grpo:hop_annfl --envs Hopper-v5 --seeds $(seq 20 29) $MJ3
+# Part B's aggregate with the new Hopper entry (hop_anneal).
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal ppo@300k --out benchmarks/results/large_envs
