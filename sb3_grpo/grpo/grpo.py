@@ -34,6 +34,7 @@ LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 GROUP_LOSS_SCALES = ("mean", "sqrt")
 IMPORTANCE_SAMPLING_LEVELS = ("step", "trajectory")
 BRANCH_PIVOTS = ("any", "alive")
+NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 
 def trajectory_loss_weights(
@@ -430,10 +431,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                 )
             if not all(0.0 <= g <= 1.0 for g in self.reward_gammas):
                 fail(f"reward_gammas must all be in [0, 1], got {self.reward_gammas}")
-        bound, number = self.log_std_max, (int, float, np.integer, np.floating)
+        bound = self.log_std_max
         if bound is not None and not callable(bound):
-            pair = isinstance(bound, (list, tuple)) and len(bound) == 2 and all(isinstance(v, number) for v in bound)
-            if not (isinstance(bound, number) or pair):
+            pair = isinstance(bound, (list, tuple)) and len(bound) == 2 and all(isinstance(v, NUMBER_TYPES) for v in bound)
+            if not (isinstance(bound, NUMBER_TYPES) or pair):
                 fail(
                     f"log_std_max must be None, a number, a schedule of the remaining progress or a pair (start, end) "
                     f"for a linear schedule, got {bound!r}"
@@ -470,7 +471,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     f"log_std_max bounds the Gaussian policy's log standard deviation, which needs a Box action space; "
                     f"this env's action space is {self.action_space}. Drop log_std_max."
                 )
-            if not callable(self.log_std_max) and not isinstance(self.log_std_max, (int, float, np.integer, np.floating)):
+            if not callable(self.log_std_max) and not isinstance(self.log_std_max, NUMBER_TYPES):
                 start, end = (float(v) for v in self.log_std_max)  # type: ignore[union-attr]
                 self.log_std_max = LinearSchedule(start, end, 1.0)
             self.log_std_max = FloatSchedule(self.log_std_max)  # type: ignore[arg-type]
