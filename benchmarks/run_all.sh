@@ -153,3 +153,5 @@ python -m benchmarks.harness --algos grpo:hop_anneal --envs Hopper-v5 --seeds $(
 python -m benchmarks.harness --algos grpo:hop_annfl --envs Hopper-v5 --seeds $(seq 20 29) $MJ3
 # Part B's aggregate with the new Hopper entry (hop_anneal).
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal ppo@300k --out benchmarks/results/large_envs
+# The noise bound stopping at -3.5 (hop_an35), first on hop_anneal's misses, then on seeds it clears (stopped at seed 8).
+python -m benchmarks.harness --algos grpo:hop_an35 --envs Hopper-v5 --seeds 26 3 6 8 0 1 2 4 5 7 $MJ3
