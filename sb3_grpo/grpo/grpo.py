@@ -251,10 +251,12 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         policy's ``log_std`` parameter before every rollout: a number, a schedule of the remaining progress (1 to 0),
         or a pair ``(start, end)`` for a bound that moves linearly from ``start`` to ``end`` over training (what a
         YAML zoo entry can express). ``None`` (default): no bound. The entropy bonus and the policy gradient still
-        move ``log_std`` during an update; the bound holds for every rollout, so a falling bound makes the late
-        stochastic policy close to the deterministic one that evaluation runs. With gSDE it bounds the log standard
+        move ``log_std`` during an update; the bound holds for every rollout, so a falling bound brings the late
+        stochastic policy closer to the deterministic one that evaluation runs. With gSDE it bounds the log standard
         deviation of the exploration matrix's entries. Measured on Hopper-v5 (BENCHMARKS.md): the entry's
-        deterministic policy stood still while its noisy training policy wandered forward.
+        deterministic policy stood still while its noisy training policy wandered forward; with a bound falling to
+        -4, 35 of 40 seeds end above 1000 (27 without), but one policy still relied on the last of its noise (it
+        falls after ~200 steps deterministically and stands with noise of std 0.02).
     :param stats_window_size: window size for the rollout logging (episodes).
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
