@@ -155,3 +155,17 @@ python -m benchmarks.harness --algos grpo:hop_annfl --envs Hopper-v5 --seeds $(s
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal ppo@300k --out benchmarks/results/large_envs
 # The noise bound stopping at -3.5 (hop_an35), first on hop_anneal's misses, then on seeds it clears (stopped at seed 8).
 python -m benchmarks.harness --algos grpo:hop_an35 --envs Hopper-v5 --seeds 26 3 6 8 0 1 2 4 5 7 $MJ3
+# Issue 10, thirteenth session (this machine reproduced hop_anneal seed 8 bit for bit). HalfCheetah: the noise bound
+# falling from -1 to -3 / -2 (hc_an3 / hc_an2), no orthogonal initialisation (hc_oi), the entry rerun on seeds 3-7 and
+# SB3 PPO on seeds 3-4 for parity over 5 seeds. Hopper, on top of hop_anneal: early stopping at target_kl 0.03 / 0.1
+# (hop_ankl3 stopped at seed 5; hop_ankl10), the bound falling to -6 (hop_an6, stopped at seed 5), no orthogonal
+# initialisation (hop_anoi, stopped at seed 2), 5 epochs (hop_anep5). First, the diagnosis of hop_anneal's misses: each
+# cell retrained with the SB3 logger, its final policy played with and without action noise.
+for seed in 26 3 6; do python -m benchmarks.exp_noise_reliance --algo grpo:hop_anneal --env Hopper-v5 --seed $seed; done
+python -m benchmarks.harness --algos grpo:hc_an3 grpo:hc_an2 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_oi grpo:hc_rerun11 --envs HalfCheetah-v5 --seeds 0 1 2 3 4 5 6 7 $MJ3
+python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 --seeds 3 4 $MJ3
+python -m benchmarks.harness --algos grpo:hop_ankl3 --envs Hopper-v5 --seeds 0 1 2 3 4 5 $MJ3
+python -m benchmarks.harness --algos grpo:hop_ankl10 --envs Hopper-v5 --seeds $(seq 0 9) $MJ3
+python -m benchmarks.harness --algos grpo:hop_an6 --envs Hopper-v5 --seeds 0 1 2 3 4 5 $MJ3
+python -m benchmarks.harness --algos grpo:hop_anoi --envs Hopper-v5 --seeds 0 1 2 $MJ3
