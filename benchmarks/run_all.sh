@@ -169,3 +169,6 @@ python -m benchmarks.harness --algos grpo:hop_ankl3 --envs Hopper-v5 --seeds 0 1
 python -m benchmarks.harness --algos grpo:hop_ankl10 --envs Hopper-v5 --seeds $(seq 0 9) $MJ3
 python -m benchmarks.harness --algos grpo:hop_an6 --envs Hopper-v5 --seeds 0 1 2 3 4 5 $MJ3
 python -m benchmarks.harness --algos grpo:hop_anoi --envs Hopper-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hop_anep5 grpo:hop_anneal --envs Hopper-v5 --seeds $(seq 0 49) $MJ3
+# Part B's aggregate with the entry's 50 seeds and hop_anep5.
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 ppo@300k --out benchmarks/results/large_envs
