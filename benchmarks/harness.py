@@ -108,9 +108,9 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
     hp.pop("n_timesteps", None)
     policy = hp.pop("policy", "MlpPolicy")
     normalize = hp.pop("normalize", False)
-    # Harness-only key: kwargs for gymnasium.make of the *training* envs (e.g. max_episode_steps: a longer training
-    # time limit; with rl-zoo, --env-kwargs). The evaluation env is always the env's own registration.
-    train_env_kwargs = hp.pop("train_env_kwargs", None)
+    # rl-zoo's env_kwargs: gymnasium.make kwargs of the *training* envs (e.g. max_episode_steps, a longer training time
+    # limit). As in rl-zoo when they come from the config file, the evaluation env is the env's own registration.
+    env_kwargs = hp.pop("env_kwargs", None)
     for key in ("frame_stack", "env_wrapper", "callback", "normalize_kwargs"):
         if key in hp:
             raise ValueError(f"benchmark harness does not handle {key!r} (in {algo}/{env_id})")
@@ -119,7 +119,7 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
     for key in ("learning_rate", "clip_range", "clip_range_high"):
         if key in hp:
             hp[key] = _schedule(hp[key])
-    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=train_env_kwargs)
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs)
     eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 10_000)
     if normalize:
         kwargs = normalize if isinstance(normalize, dict) else {}
@@ -132,8 +132,8 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
     cls = algorithm_class(algo)
     model = cls(policy, venv, seed=seed, device=device, verbose=0, **hp)
     used = {"n_envs": n_envs, "normalize": bool(normalize), **{k: repr(v) for k, v in hp.items()}}
-    if train_env_kwargs:
-        used["train_env_kwargs"] = repr(train_env_kwargs)
+    if env_kwargs:
+        used["env_kwargs"] = repr(env_kwargs)
     return model, eval_env, used
 
 

@@ -32,16 +32,16 @@ def test_sweep_variant_reads_its_sweep_file():
         load_hyperparams("grpo:hop_f", "CartPole-v1")
 
 
-def test_train_env_kwargs_reach_only_the_training_envs(monkeypatch):
-    """A sweep's ``train_env_kwargs`` (e.g. a longer training time limit) never changes the evaluation env."""
+def test_env_kwargs_reach_only_the_training_envs(monkeypatch):
+    """An entry's ``env_kwargs`` (e.g. a longer training time limit) never changes the evaluation env."""
     import benchmarks.harness as harness
 
-    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "train_env_kwargs": {"max_episode_steps": 700}}
+    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "env_kwargs": {"max_episode_steps": 700}}
     monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry))
     model, eval_env, used = harness.build("grpo", "CartPole-v1", seed=0)
     assert [env.spec.max_episode_steps for env in model.get_env().envs] == [700, 700]
     assert eval_env.envs[0].spec.max_episode_steps == 500  # CartPole-v1's own registration
-    assert used["train_env_kwargs"] == repr({"max_episode_steps": 700})
+    assert used["env_kwargs"] == repr({"max_episode_steps": 700})
 
 
 def test_instruction_count_parsed_from_cachegrind_summary():

@@ -157,7 +157,8 @@ def test_train_and_enjoy_every_entry(tmp_path, algo, key):
     config = _train_and_enjoy(tmp_path, algo, env_id, *extra)
     entry = yaml.safe_load((CONFIG_DIR / f"{algo}.yml").read_text())[key]
     for name, value in entry.items():
-        if name != "n_steps" or key not in (*HEAVY_ENVS, "default"):
+        # Shrunk entries: n_steps and env_kwargs come from the command line, which rl-zoo lets override the file.
+        if name not in ("n_steps", "env_kwargs") or key not in (*HEAVY_ENVS, "default"):
             assert config[name] == value, (name, config[name], value)
 
 
@@ -179,6 +180,28 @@ def test_conf_overrides_default_config(tmp_path):
     conf.write_text("CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n")
     config = _train_and_enjoy(tmp_path, "grpo", "CartPole-v1", "-conf", conf)
     assert config["group_size"] == 2 and config["n_steps"] == 32
+
+
+def test_config_env_kwargs_reach_the_training_envs_only(tmp_path):
+    """``env_kwargs`` in a config file (the Hopper entry's longer training time limit) make the training envs; the
+    evaluation envs stay the env's own registration, as the benchmark harness evaluates."""
+    import argparse
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    register()
+    conf = tmp_path / "mine.yml"
+    conf.write_text(
+        "CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n"
+        "  env_kwargs: {max_episode_steps: 700}\n"
+    )
+    manager = ExperimentManager(
+        argparse.Namespace(), "grpo", "CartPole-v1", str(tmp_path / "logs"), config=str(conf), verbose=0
+    )
+    model, _ = manager.setup_experiment()
+    assert [env.spec.max_episode_steps for env in model.get_env().envs] == [700, 700]
+    eval_env = manager.create_envs(1, eval_env=True, no_log=True)
+    assert eval_env.envs[0].spec.max_episode_steps == 500
 
 
 def test_clip_range_high_schedule_and_unclipped_adaptive_kl(tmp_path):
