@@ -174,8 +174,10 @@ python -m benchmarks.harness --algos grpo:hop_anep5 grpo:hop_anneal --envs Hoppe
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 ppo@300k --out benchmarks/results/large_envs
 # Issue 10, fourteenth session (this machine reproduced hop_anneal seed 8 bit for bit). Hopper: hop_anneal trained on
 # 1500-step episodes (hop_antl15, the zoo entry since), then with the forward speed and control cost weighted 1.5
-# (hop_antl15w15, stopped at seed 20); hop_antl15 on fresh seeds 50-69 after it became the entry.
+# (hop_antl15w15, stopped at seed 20); hop_antl15 on fresh seeds 50-69 after it became the entry; 2000-step training
+# episodes (hop_antl20, seeds 0-19).
 python -m benchmarks.harness --algos grpo:hop_antl15 --envs Hopper-v5 --seeds $(seq 0 69) $MJ3
 python -m benchmarks.harness --algos grpo:hop_antl15w15 --envs Hopper-v5 --seeds $(seq 0 20) $MJ3
+python -m benchmarks.harness --algos grpo:hop_antl20 --envs Hopper-v5 --seeds $(seq 0 19) $MJ3
 # Part B's aggregate with the new entry.
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 ppo@300k --out benchmarks/results/large_envs
