@@ -4,15 +4,19 @@ baseline, at the zoo hyperparameters, one torch thread, cells run one after anot
 timings are comparable), no evaluation.
 
     python -m benchmarks.bench_throughput [--steps 30000] [--envs CartPole-v1 Acrobot-v1 Pendulum-v1] [--repeats 3]
+        [--device cpu|cuda]
 
 Writes ``benchmarks/results/throughput.csv`` and prints a table with ratios (GRPO and AdaptiveKLPPO against SB3
-PPO, ExactTRPO against sb3-contrib TRPO). Each measurement runs in a fresh process (peak RSS per algorithm).
+PPO, ExactTRPO against sb3-contrib TRPO). Each measurement runs in a fresh process (peak RSS per algorithm; with
+``--device cuda`` also the peak GPU memory torch allocated, ``peak_cuda_mb``). ``update_ms`` on CUDA is the wall
+time of ``train()``, which ends with host reads of the logged losses, so the GPU work is included.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,8 +31,8 @@ import json, resource, sys, time
 import torch as th
 th.set_num_threads(1)
 from benchmarks.harness import build
-algo, env_id, steps, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-model, _, _ = build(algo, env_id, seed)
+algo, env_id, steps, seed, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+model, _, _ = build(algo, env_id, seed, device)
 times = []
 original = model.train
 def timed():
@@ -40,18 +44,20 @@ wall = time.perf_counter() - t0
 print(json.dumps({"algo": algo, "env": env_id, "steps": model.num_timesteps, "fps": model.num_timesteps / wall,
                   "update_ms": 1000 * sum(times) / max(len(times), 1), "n_updates": len(times),
                   "update_share": sum(times) / wall,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_cuda_mb": th.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else 0.0}))
 """
 
 
-def measure(algo: str, env_id: str, steps: int, seed: int = 0) -> dict:
+def measure(algo: str, env_id: str, steps: int, seed: int = 0, device: str = "cpu") -> dict:
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # keep a --target install
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, algo, env_id, str(steps), str(seed)],
+        [sys.executable, "-c", _CHILD, algo, env_id, str(steps), str(seed), device],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
-        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": path},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -62,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1", "Pendulum-v1"])
     parser.add_argument("--algos", nargs="+", default=["ppo", "grpo", "adaptive_kl_ppo", "trpo", "exact_trpo"])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "throughput.csv"))
+    parser.add_argument("--device", default="cpu", help="torch device of every model (cpu, cuda)")
     parser.add_argument(
         "--repeats",
         type=int,
@@ -76,23 +83,27 @@ def main(argv: list[str] | None = None) -> None:
         for repeat in range(args.repeats):
             for algo in args.algos if repeat % 2 == 0 else args.algos[::-1]:
                 try:
-                    r = measure(algo, env_id, args.steps)
+                    r = measure(algo, env_id, args.steps, device=args.device)
                 except subprocess.CalledProcessError as exc:
                     print(f"{algo} on {env_id} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
                     continue
                 runs[algo].append(r)
                 print(
                     f"{env_id:15s} {algo:16s} fps {r['fps']:7.0f}  update {r['update_ms']:7.1f} ms  "
-                    f"RSS {r['peak_rss_mb']:.0f} MB",
+                    f"RSS {r['peak_rss_mb']:.0f} MB  GPU {r['peak_cuda_mb']:.0f} MB",
                     flush=True,
                 )
         for algo in args.algos:
             if runs[algo]:
                 median = {k: statistics.median(r[k] for r in runs[algo]) for k in ("fps", "update_ms", "update_share")}
-                rows.append({**runs[algo][0], **median, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs[algo])})
+                peaks = {k: max(r[k] for r in runs[algo]) for k in ("peak_rss_mb", "peak_cuda_mb")}
+                rows.append({**runs[algo][0], **median, **peaks})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:
-        f.write("env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n")
+        f.write(
+            "env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio,"
+            "device,peak_cuda_mb\n"
+        )
         for r in rows:
             base = next((b for b in rows if b["env"] == r["env"] and b["algo"] == BASELINE_OF.get(r["algo"], r["algo"])), None)
             ratios = (
@@ -102,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             f.write(
                 f"{r['env']},{r['algo']},{r['steps']},{r['fps']:.0f},{r['update_ms']:.1f},{r['n_updates']},"
-                f"{r['update_share']:.2f},{r['peak_rss_mb']:.0f},{ratios[0]:.2f},{ratios[1]:.2f},{ratios[2]:.2f}\n"
+                f"{r['update_share']:.2f},{r['peak_rss_mb']:.0f},{ratios[0]:.2f},{ratios[1]:.2f},{ratios[2]:.2f},"
+                f"{args.device},{r['peak_cuda_mb']:.0f}\n"
             )
     print(Path(args.out).read_text())
 

@@ -137,7 +137,7 @@ def test_measured_kl_is_the_exact_kl_over_the_batch_and_drives_the_schulman_rule
 
     model.learn(128, callback=Snapshot())  # two updates: beta 1.0 -> beta_1 -> beta_2
     beta_used = model.logger.name_to_value["train/kl_coef"]
-    obs = th.as_tensor(model.rollout_buffer.observations)
+    obs = th.as_tensor(model.rollout_buffer.observations, device=model.device)  # cuda where one is visible
     with th.no_grad():
         old = Categorical(logits=model._old_policy.get_distribution(obs).distribution.logits)
         new = Categorical(logits=model.policy.get_distribution(obs).distribution.logits)

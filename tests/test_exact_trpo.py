@@ -249,6 +249,26 @@ def test_devices(device):
     assert np.isfinite(model.logger.name_to_value["train/kl"])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("net_arch, space", [([4], "parameters"), ([64, 64], "samples")])
+def test_the_exact_solve_runs_on_the_policy_device(device, net_arch, space, monkeypatch):
+    """Every Cholesky factorisation of the Fisher system (either space) runs on the policy's device, not on the CPU."""
+    from sb3_grpo.common import fisher as fisher_module
+
+    factorised_on = []
+    cholesky = fisher_module._cholesky
+
+    def spy(mat):
+        factorised_on.append(mat.device.type)
+        return cholesky(mat)
+
+    monkeypatch.setattr(fisher_module, "_cholesky", spy)
+    model = _model("box", device=device, policy_kwargs=dict(net_arch=net_arch))
+    model.learn(512)
+    assert model.logger.name_to_value["train/fisher_solver"] == f"exact-{space}"
+    assert factorised_on == [device, device]  # one factorisation per update, two updates
+
+
 @pytest.mark.slow
 def test_cartpole_is_solved():
     model = ExactTRPO(
