@@ -52,6 +52,8 @@ def test_builtins_are_registered_through_the_hooks(fresh_plugins):
         "terminal_reward",
         "healthy_reward",
         "without_healthy_reward",
+        "forward_reward",
+        "cost_reward",
     }
     sources = {p["name"]: p["source"] for p in sb3_grpo.list_plugins()}
     assert sources["sb3_grpo.default_plugins.advantage_estimators"] == "built-in"

@@ -105,6 +105,58 @@ def test_healthy_reward_on_an_env_without_one_says_what_to_do():
             score_trajectory(get_reward_function(name), bad, name=name)
 
 
+def test_forward_and_cost_reward_by_hand():
+    infos = [
+        {"reward_forward": 2.0, "reward_survive": 1.0},
+        {"reward_forward": -0.5, "reward_survive": 1.0},
+        {"reward_forward": 0.25, "reward_survive": 0.0},
+    ]
+    t = traj([2.75, 0.25, 0.0], infos=infos)  # env reward = forward + survive + cost, cost = -0.25 each step
+    np.testing.assert_allclose(score_trajectory(get_reward_function("forward_reward"), t), [2.0, -0.5, 0.25])
+    np.testing.assert_allclose(score_trajectory(get_reward_function("cost_reward"), t), [-0.25, -0.25, -0.25])
+    no_survival = traj([1.5, -1.0], infos=[{"reward_forward": 2.0}, {"reward_forward": -0.75}])  # HalfCheetah-like
+    np.testing.assert_allclose(score_trajectory(get_reward_function("cost_reward"), no_survival), [-0.5, -0.25])
+    # Weighted 1.5 / 1 / 1, the step rewards are the env reward plus half the forward reward: costs are not scaled.
+    names = ("forward_reward", "cost_reward", "healthy_reward")
+    combiner = RewardCombiner([(n, get_reward_function(n)) for n in names], weights=[1.5, 1.0, 1.0])
+    _, steps, _ = combiner([t])
+    np.testing.assert_allclose(steps[0], [2.75 + 1.0, 0.25 - 0.25, 0.0 + 0.125])
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "HalfCheetah-v5"])
+def test_forward_cost_and_healthy_reward_sum_to_the_mujoco_reward(env_id):
+    gym = pytest.importorskip("gymnasium")
+    pytest.importorskip("mujoco")
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    rewards, infos = [], []
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=env.action_space.shape).astype(np.float32))
+        rewards.append(reward)
+        infos.append(info)
+        if terminated or truncated:
+            break
+    t = traj(rewards, infos=infos)
+    forward = score_trajectory(get_reward_function("forward_reward"), t)
+    cost = score_trajectory(get_reward_function("cost_reward"), t)
+    np.testing.assert_allclose(forward, [info["reward_forward"] for info in infos])
+    np.testing.assert_allclose(cost, [info["reward_ctrl"] for info in infos], atol=1e-6)  # no contact cost here
+    assert (cost <= 0).all()
+    survive = [info.get("reward_survive", 0.0) for info in infos]
+    np.testing.assert_allclose(forward + cost + np.asarray(survive), rewards, atol=1e-6)
+
+
+def test_forward_reward_on_an_env_without_one_says_what_to_do():
+    bad = traj([1.0, 1.0], infos=[{"reward_forward": 1.0}, {}])
+    for name in ("forward_reward", "cost_reward"):
+        with pytest.raises(
+            RewardFunctionError,
+            match=rf"'{name}'.*step 1's info has no 'reward_forward' key.*Remove 'forward_reward' and 'cost_reward'",
+        ):
+            score_trajectory(get_reward_function(name), bad, name=name)
+
+
 def test_non_finite_and_wrong_shape_name_function_and_trajectory():
     bad = traj([1.0, 1.0], group=3, member=2, index=11)
     with pytest.raises(RewardFunctionError, match=r"'nan_fn'.*non-finite.*trajectory 11 \(group 3, member 2, length 2"):

@@ -13,6 +13,12 @@ Built-in reward functions, registered through the same hook as third-party ones.
 - ``without_healthy_reward``: the env reward minus ``healthy_reward`` (forward progress and control or contact
   costs). With ``healthy_reward`` next to it the two sum to the env reward and can be discounted apart (GRPO's
   ``reward_gammas``).
+- ``forward_reward``: the per-step forward-progress reward (``info["reward_forward"]``) of Gymnasium's MuJoCo
+  locomotion envs (HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Swimmer).
+- ``cost_reward``: the env reward minus ``forward_reward`` and minus ``healthy_reward`` where the env pays one: the
+  control and contact costs (``<= 0``). ``forward_reward``, ``cost_reward`` and (where the env has one)
+  ``healthy_reward`` sum to the env reward, so each can be weighted and discounted on its own: e.g. a larger weight
+  on forward progress alone, which a weight on ``without_healthy_reward`` cannot give (it scales the costs too).
 """
 
 from __future__ import annotations
@@ -82,6 +88,39 @@ def without_healthy_reward(trajectory: Trajectory) -> np.ndarray:
     return np.asarray(trajectory.rewards, dtype=np.float64) - healthy_reward(trajectory)
 
 
+def _info_stream(trajectory: Trajectory, key: str, missing: str) -> np.ndarray:
+    values = np.empty(trajectory.length, dtype=np.float64)
+    for t, info in enumerate(trajectory.infos):
+        if key not in info:
+            raise RewardFunctionError(f"step {t}'s info has no {key!r} key: {missing}")
+        values[t] = float(info[key])
+    return values
+
+
+def forward_reward(trajectory: Trajectory) -> np.ndarray:
+    """Per-step ``info["reward_forward"]`` (the forward-progress reward of MuJoCo locomotion envs).
+
+    :raises RewardFunctionError: if a step's info has no ``reward_forward`` key.
+    """
+    return _info_stream(
+        trajectory,
+        "reward_forward",
+        "this env reports no forward reward (Gymnasium's MuJoCo locomotion envs such as HalfCheetah-v5, Hopper-v5, "
+        "Walker2d-v5, Ant-v5 and Humanoid-v5 do). Remove 'forward_reward' and 'cost_reward' from reward_functions "
+        "for this env.",
+    )
+
+
+def cost_reward(trajectory: Trajectory) -> np.ndarray:
+    """Per-step env reward minus ``info["reward_forward"]`` and minus ``info["reward_survive"]`` where a step has
+    one: what the env charges (control and contact costs), ``<= 0`` on Gymnasium's locomotion envs.
+
+    :raises RewardFunctionError: as :func:`forward_reward`.
+    """
+    costs = np.asarray(trajectory.rewards, dtype=np.float64) - forward_reward(trajectory)
+    return costs - np.array([float(info.get("reward_survive", 0.0)) for info in trajectory.infos], dtype=np.float64)
+
+
 BUILTIN_REWARD_FUNCTIONS = {
     "episodic_return": episodic_return,
     "discounted_return": discounted_return,
@@ -89,6 +128,8 @@ BUILTIN_REWARD_FUNCTIONS = {
     "terminal_reward": terminal_reward,
     "healthy_reward": healthy_reward,
     "without_healthy_reward": without_healthy_reward,
+    "forward_reward": forward_reward,
+    "cost_reward": cost_reward,
 }
 
 
