@@ -181,3 +181,12 @@ python -m benchmarks.harness --algos grpo:hop_antl15w15 --envs Hopper-v5 --seeds
 python -m benchmarks.harness --algos grpo:hop_antl20 --envs Hopper-v5 --seeds $(seq 0 19) $MJ3
 # Part B's aggregate with the new entry.
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 ppo@300k --out benchmarks/results/large_envs
+# Fifteenth session. Only on a CUDA machine (a lent H100 then): the CUDA tests and GPU timings
+# (benchmarks/results/gpu_h100).
+if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+  bash benchmarks/gpu_check.sh benchmarks/results/gpu_h100
+fi
+# Issue 10, Hopper: the entry with forward progress alone weighted 1.5 (hop_antl15f15, the new forward_reward and
+# cost_reward built-ins); the entry on fresh seeds 70-99.
+python -m benchmarks.harness --algos grpo:hop_antl15f15 --envs Hopper-v5 --seeds $(seq 0 49) $MJ3
+python -m benchmarks.harness --algos grpo:hop_antl15 --envs Hopper-v5 --seeds $(seq 70 99) $MJ3
