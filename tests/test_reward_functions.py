@@ -56,19 +56,25 @@ def test_healthy_reward_by_hand_and_removed_with_a_negative_weight():
     np.testing.assert_allclose(outcomes, [1.25])
 
 
-def test_healthy_reward_on_hopper_leaves_forward_and_control_rewards():
+def _mujoco_rollout(env_id, steps=30):
+    """Up to ``steps`` random-action steps of a MuJoCo env: (rewards, infos)."""
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("mujoco")
-    env = gym.make("Hopper-v5")
+    env = gym.make(env_id)
     env.reset(seed=0)
     rewards, infos = [], []
     rng = np.random.default_rng(0)
-    for _ in range(30):
-        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=3).astype(np.float32))
+    for _ in range(steps):
+        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=env.action_space.shape).astype(np.float32))
         rewards.append(reward)
         infos.append(info)
         if terminated or truncated:
             break
+    return rewards, infos
+
+
+def test_healthy_reward_on_hopper_leaves_forward_and_control_rewards():
+    rewards, infos = _mujoco_rollout("Hopper-v5")
     t = traj(rewards, infos=infos)
     combiner = minus_healthy_reward()
     _, steps, _ = combiner([t])
@@ -125,18 +131,7 @@ def test_forward_and_cost_reward_by_hand():
 
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "HalfCheetah-v5"])
 def test_forward_cost_and_healthy_reward_sum_to_the_mujoco_reward(env_id):
-    gym = pytest.importorskip("gymnasium")
-    pytest.importorskip("mujoco")
-    env = gym.make(env_id)
-    env.reset(seed=0)
-    rewards, infos = [], []
-    rng = np.random.default_rng(0)
-    for _ in range(30):
-        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, size=env.action_space.shape).astype(np.float32))
-        rewards.append(reward)
-        infos.append(info)
-        if terminated or truncated:
-            break
+    rewards, infos = _mujoco_rollout(env_id)
     t = traj(rewards, infos=infos)
     forward = score_trajectory(get_reward_function("forward_reward"), t)
     cost = score_trajectory(get_reward_function("cost_reward"), t)
