@@ -60,6 +60,16 @@ def terminal_reward(trajectory: Trajectory) -> float:
     return float(trajectory.rewards[-1])
 
 
+def _info_stream(trajectory: Trajectory, key: str, missing: str) -> np.ndarray:
+    """Per-step ``info[key]``; a step without it raises, naming the step and what to do (``missing``)."""
+    values = np.empty(trajectory.length, dtype=np.float64)
+    for t, info in enumerate(trajectory.infos):
+        if key not in info:
+            raise RewardFunctionError(f"step {t}'s info has no {key!r} key: {missing}")
+        values[t] = float(info[key])
+    return values
+
+
 def healthy_reward(trajectory: Trajectory) -> np.ndarray:
     """Per-step ``info["reward_survive"]`` (the "healthy" reward of MuJoCo locomotion envs).
 
@@ -68,16 +78,13 @@ def healthy_reward(trajectory: Trajectory) -> np.ndarray:
 
     :raises RewardFunctionError: if a step's info has no ``reward_survive`` key (the env pays no survival bonus).
     """
-    bonus = np.empty(trajectory.length, dtype=np.float64)
-    for t, info in enumerate(trajectory.infos):
-        if "reward_survive" not in info:
-            raise RewardFunctionError(
-                f"step {t}'s info has no 'reward_survive' key: this env reports no survival bonus (Gymnasium's MuJoCo "
-                "locomotion envs such as Hopper-v5, Walker2d-v5, Ant-v5 and Humanoid-v5 do). Remove 'healthy_reward' "
-                "and 'without_healthy_reward' from reward_functions for this env."
-            )
-        bonus[t] = float(info["reward_survive"])
-    return bonus
+    return _info_stream(
+        trajectory,
+        "reward_survive",
+        "this env reports no survival bonus (Gymnasium's MuJoCo locomotion envs such as Hopper-v5, Walker2d-v5, "
+        "Ant-v5 and Humanoid-v5 do). Remove 'healthy_reward' and 'without_healthy_reward' from reward_functions for "
+        "this env.",
+    )
 
 
 def without_healthy_reward(trajectory: Trajectory) -> np.ndarray:
@@ -86,15 +93,6 @@ def without_healthy_reward(trajectory: Trajectory) -> np.ndarray:
     :raises RewardFunctionError: as :func:`healthy_reward`.
     """
     return np.asarray(trajectory.rewards, dtype=np.float64) - healthy_reward(trajectory)
-
-
-def _info_stream(trajectory: Trajectory, key: str, missing: str) -> np.ndarray:
-    values = np.empty(trajectory.length, dtype=np.float64)
-    for t, info in enumerate(trajectory.infos):
-        if key not in info:
-            raise RewardFunctionError(f"step {t}'s info has no {key!r} key: {missing}")
-        values[t] = float(info[key])
-    return values
 
 
 def forward_reward(trajectory: Trajectory) -> np.ndarray:
