@@ -190,3 +190,5 @@ fi
 # cost_reward built-ins); the entry on fresh seeds 70-99.
 python -m benchmarks.harness --algos grpo:hop_antl15f15 --envs Hopper-v5 --seeds $(seq 0 49) $MJ3
 python -m benchmarks.harness --algos grpo:hop_antl15 --envs Hopper-v5 --seeds $(seq 70 99) $MJ3
+# Part B's aggregate with the entry's 100 seeds and hop_antl15f15.
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 ppo@300k --out benchmarks/results/large_envs
