@@ -20,6 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out
 echo "=== CUDA tests (and their CPU twins)"
 python3 -m pytest -p no:cacheprovider -q -rs -m 'not slow' tests/test_devices.py tests/test_exact_trpo.py \
   tests/test_adaptive_kl_ppo.py tests/test_grpo.py tests/test_fisher.py -k "cuda or device" 2>&1 | tee "$out/pytest_cuda.txt"
+tests_status=$?  # the timings still run; the script exits with the tests' status at the end
 for dev in cuda cpu; do
   echo "=== ExactTRPO's policy step against sb3-contrib TRPO's on $dev"
   python3 benchmarks/bench_exact_trpo_update.py --device $dev --reps 5 --envs CartPole-v1 Pendulum-v1 HalfCheetah-v5 \
@@ -33,3 +34,4 @@ done
 echo "=== examples/train_on_gpu.py, as written and with the GPU hidden"
 python3 examples/train_on_gpu.py 2>&1 | grep -v -i warn | tee "$out/train_on_gpu.txt"
 CUDA_VISIBLE_DEVICES= python3 examples/train_on_gpu.py 2>&1 | grep -v -i warn | tee -a "$out/train_on_gpu.txt"
+exit "$tests_status"
