@@ -129,6 +129,30 @@ def test_group_members_share_their_start_and_groups_differ(n_envs):
     assert model.logger.name_to_value["rollout/used_step_fraction"] > 0.0
 
 
+@pytest.mark.parametrize(
+    "n_envs, group_size, groups_per_rollout, expected",
+    [(8, 8, None, 2), (8, 4, None, 4), (6, 4, None, 3), (3, 2, None, 3), (8, 8, 1, 1), (8, 4, 1, 1)],
+)
+def test_groups_per_rollout_as_documented(n_envs, group_size, groups_per_rollout, expected):
+    # n_steps=1: groups stop opening at once, but every slot has reserved its next trajectory when it started one,
+    # so a rollout holds ceil(2 * n_envs / group_size) whole groups (n_steps' docstring); groups_per_rollout is exact.
+    model = GRPO(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=n_envs, seed=0),
+        n_steps=1,
+        group_size=group_size,
+        groups_per_rollout=groups_per_rollout,
+        batch_size=64,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+    )
+    model.learn(1)
+    assert model.logger.name_to_value["rollout/n_groups"] == expected
+    assert model.logger.name_to_value["rollout/n_trajectories"] == expected * group_size
+    assert len(first_obs_by_group(model.rollout_buffer, group_size)) == expected
+
+
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Hopper-v5"])
 def test_subproc_and_wrappers_stacked_on_top(env_id):
     pytest.importorskip("mujoco") if env_id.startswith("Hopper") else None

@@ -181,7 +181,12 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     :param learning_rate: learning rate, a constant or a schedule of the remaining progress (1 to 0).
     :param n_steps: target number of steps per env slot per rollout: groups keep opening until
         ``n_steps * n_envs`` steps are recorded, then the open groups finish (ignored with ``groups_per_rollout``).
-    :param groups_per_rollout: if given, each rollout runs exactly this many groups instead.
+        A slot reserves its next trajectory as it starts one (SB3's VecEnvs reset a slot inside ``step``, so the
+        next start state must be in place before the episode ends), so a rollout runs at least
+        ``ceil(2 * n_envs / group_size)`` groups however small ``n_steps`` is: with ``n_envs == group_size``, two
+        whole groups. Where episodes are long, ``groups_per_rollout`` gives smaller rollouts.
+    :param groups_per_rollout: if given, each rollout runs exactly this many groups instead (every member of a
+        group is run, so the rollout holds ``groups_per_rollout * group_size`` whole trajectories).
     :param group_size: trajectories per group (G >= 2).
     :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch).
     :param n_epochs: passes over each batch (mu in the GRPO paper).
