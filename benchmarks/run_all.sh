@@ -193,7 +193,8 @@ python -m benchmarks.harness --algos grpo:hop_antl15 --envs Hopper-v5 --seeds $(
 # Part B's aggregate with the entry's 100 seeds and hop_antl15f15.
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 ppo@300k --out benchmarks/results/large_envs
 # Issue 10, sixteenth session (hop_anneal seed 8 reproduced bit for bit), Hopper: the entry with one group per rollout
-# (hop_antl15g1, stopped at seed 30), then with half the learning rate on top (hop_antl15g1lr5, seeds 0-79). Part B's
-# aggregate was not regenerated for them (BENCHMARKS.md quotes the per-seed cells).
+# (hop_antl15g1, stopped at seed 30), then with half the learning rate on top (hop_antl15g1lr5, seeds 0-97; 98-99 in
+# the seventeenth session, when it became the zoo entry). Part B's aggregate with both.
 python -m benchmarks.harness --algos grpo:hop_antl15g1 --envs Hopper-v5 --seeds $(seq 0 30) $MJ3
-python -m benchmarks.harness --algos grpo:hop_antl15g1lr5 --envs Hopper-v5 --seeds $(seq 0 79) $MJ3
+python -m benchmarks.harness --algos grpo:hop_antl15g1lr5 --envs Hopper-v5 --seeds $(seq 0 99) $MJ3
+python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 grpo:hop_antl15g1 grpo:hop_antl15g1lr5 ppo@300k --out benchmarks/results/large_envs
