@@ -198,8 +198,10 @@ python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --
 python -m benchmarks.harness --algos grpo:hop_antl15g1 --envs Hopper-v5 --seeds $(seq 0 30) $MJ3
 python -m benchmarks.harness --algos grpo:hop_antl15g1lr5 --envs Hopper-v5 --seeds $(seq 0 99) $MJ3
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 grpo:hop_antl15g1 grpo:hop_antl15g1lr5 ppo@300k --out benchmarks/results/large_envs
-# Issue 10, seventeenth session: the Hopper entry (hop_antl15g1lr5) on fresh seeds 100-149, and Part B's aggregate.
+# Issue 10, seventeenth session: the Hopper entry (hop_antl15g1lr5) on fresh seeds 100-149, the previous entry on
+# 100-124, and Part B's aggregate.
 python -m benchmarks.harness --algos grpo:hop_antl15g1lr5 --envs Hopper-v5 --seeds $(seq 100 149) $MJ3
+python -m benchmarks.harness --algos grpo:hop_antl15 --envs Hopper-v5 --seeds $(seq 100 124) $MJ3
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 grpo:hop_antl15g1 grpo:hop_antl15g1lr5 ppo@300k --out benchmarks/results/large_envs
 # HalfCheetah with a lower gamma (0.95, 0.9, 0.9 with segments of 50 steps).
 python -m benchmarks.harness --algos grpo:hc_g8_g90 grpo:hc_g8_g95 grpo:hc_g8_g90l50 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
