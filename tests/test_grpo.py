@@ -627,8 +627,15 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     """scale='floored' is stateful: the running moments of past advantages are saved with the model and go on."""
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
     model = GRPO(
-        "MlpPolicy", env, n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu",
-        advantage_estimator="group_step_baseline", advantage_kwargs=dict(scale="floored"),
+        "MlpPolicy",
+        env,
+        n_steps=200,
+        group_size=2,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        advantage_estimator="group_step_baseline",
+        advantage_kwargs=dict(scale="floored"),
     )
     model.learn(400)
     state = (model._estimator.running_count, model._estimator.running_mean, model._estimator.running_var)
