@@ -208,3 +208,8 @@ python -m benchmarks.harness --algos grpo:hc_g8_g90 grpo:hc_g8_g95 grpo:hc_g8_g9
 # ... then log_std_init -0.5, minibatches of 512 and clip_range_high 0.28 (seeds 0-7 for the last).
 python -m benchmarks.harness --algos grpo:hc_g8_ls05 grpo:hc_g8_bs512 grpo:hc_g8_ch28 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g8_ch28 --envs HalfCheetah-v5 --seeds 3 4 5 6 7 $MJ3
+# Issue 10, eighteenth session. HalfCheetah parity: less action noise (log_std_init -1.5, -2), 5 epochs, segments of
+# 50 steps, max_grad_norm 1.0, clip range 0.3 (seeds 0-2); no orthogonal initialisation with less noise (seeds 0-7).
+python -m benchmarks.harness --algos grpo:hc_g8_ls15 grpo:hc_g8_ls2 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8_ep5 grpo:hc_g8_l50 grpo:hc_g8_gn1 grpo:hc_g8_c3 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8_oi_ls15 grpo:hc_g8_oi_ls2 --envs HalfCheetah-v5 --seeds $(seq 0 7) $MJ3
