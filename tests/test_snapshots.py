@@ -69,8 +69,9 @@ def test_episode_clock_is_restored():
 def test_env_without_snapshotter_is_refused_naming_the_hook():
     from envs import TargetEnv
 
-    with pytest.raises(SnapshotError, match="register_state_snapshots"):
+    with pytest.raises(SnapshotError, match="register_state_snapshots") as info:
         find_snapshotter(TargetEnv())
+    assert "TargetEnv" in str(info.value) and "sb3_grpo.plugins.register_state_snapshot(" in str(info.value)
 
 
 def test_observation_wrappers_are_refused():

@@ -80,5 +80,7 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
         f"No state snapshotter supports the env {getattr(spec, 'id', None) or type(env.unwrapped).__name__!r} "
         f"({type(env.unwrapped).__module__}.{type(env.unwrapped).__name__}), so GRPO cannot branch groups from its "
         f"states (branch_every). Register one through the 'register_state_snapshots' hook (see "
-        f"sb3_grpo.hookspecs), or train without branch_every. Available: {', '.join(sorted(_snapshots.entries))}."
+        f"sb3_grpo.hookspecs) or, in this process, with sb3_grpo.plugins.register_state_snapshot(name, snapshotter) "
+        f"(examples/branching_custom_env.py), or train without branch_every. "
+        f"Available: {', '.join(sorted(_snapshots.entries))}."
     )
