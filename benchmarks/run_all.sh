@@ -213,3 +213,5 @@ python -m benchmarks.harness --algos grpo:hc_g8_ch28 --envs HalfCheetah-v5 --see
 python -m benchmarks.harness --algos grpo:hc_g8_ls15 grpo:hc_g8_ls2 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g8_ep5 grpo:hc_g8_l50 grpo:hc_g8_gn1 grpo:hc_g8_c3 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g8_oi_ls15 grpo:hc_g8_oi_ls2 --envs HalfCheetah-v5 --seeds $(seq 0 7) $MJ3
+# ... minibatches of 64 and a 512x512 actor (seeds 0-2).
+python -m benchmarks.harness --algos grpo:hc_g8_bs64 grpo:hc_g8_a512 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
