@@ -215,7 +215,8 @@ python -m benchmarks.harness --algos grpo:hc_g8_ep5 grpo:hc_g8_l50 grpo:hc_g8_gn
 python -m benchmarks.harness --algos grpo:hc_g8_oi_ls15 grpo:hc_g8_oi_ls2 --envs HalfCheetah-v5 --seeds $(seq 0 7) $MJ3
 # ... minibatches of 64 and a 512x512 actor (seeds 0-2).
 python -m benchmarks.harness --algos grpo:hc_g8_bs64 grpo:hc_g8_a512 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
-# Hopper: the entry with clip_range_high 0.28, a candidate (seeds 0-49, then fresh seeds 50-79 and 80-95).
+# Hopper: the entry with clip_range_high 0.28, a candidate (seeds 0-49, then fresh seeds 50-79, 80-95 and 96-149; not adopted).
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 0 49) $MJ3
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 50 79) $MJ3
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 80 95) $MJ3
+python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 96 149) $MJ3
