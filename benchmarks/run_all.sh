@@ -220,3 +220,5 @@ python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 50 79) $MJ3
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 80 95) $MJ3
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 96 149) $MJ3
+# HalfCheetah: a reward-history control variate in the per-step baseline (nineteenth session; seeds 0-7).
+python -m benchmarks.exp_history_baseline --algo grpo:hc_g8_h8 --seeds 0 1 2 3 4 5 6 7
