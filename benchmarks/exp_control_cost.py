@@ -10,8 +10,6 @@ forward speed at 0.97, the control cost at 0, where only the action that paid it
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from benchmarks import harness
@@ -27,18 +25,9 @@ def without_control_cost(trajectory: Trajectory) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="grpo:hc_ctrl0")
-    parser.add_argument("--env", default="HalfCheetah-v5")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--budget", type=int, default=300_000)
-    parser.add_argument("--out", default="benchmarks/results/raw")
-    args = parser.parse_args(argv)
     register_reward_function("exp_ctrl", control_cost)
     register_reward_function("exp_without_ctrl", without_control_cost)
-    for seed in args.seeds:
-        summary = harness.run_cell(args.algo, args.env, seed, args.budget, args.out, 20_000, 5)
-        print(f"{args.algo} {args.env} seed {seed}: final {summary['final_eval']:.1f}")
+    harness.run_experiment_cells(__doc__, "grpo:hc_ctrl0", [0, 1], argv)
 
 
 if __name__ == "__main__":

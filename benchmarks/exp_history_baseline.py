@@ -17,8 +17,6 @@ the start, ~0.2-0.25 by 80k steps.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
 from benchmarks import harness
@@ -78,17 +76,8 @@ class StepBaselineWithHistory(GroupStepBaseline):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", default="grpo:hc_g8_h8")
-    parser.add_argument("--env", default="HalfCheetah-v5")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budget", type=int, default=300_000)
-    parser.add_argument("--out", default="benchmarks/results/raw")
-    args = parser.parse_args(argv)
     register_advantage_estimator("exp_step_baseline_history", StepBaselineWithHistory)
-    for seed in args.seeds:
-        summary = harness.run_cell(args.algo, args.env, seed, args.budget, args.out, 20_000, 5)
-        print(f"{args.algo} {args.env} seed {seed}: final {summary['final_eval']:.1f}")
+    harness.run_experiment_cells(__doc__, "grpo:hc_g8_h8", [0, 1, 2], argv)
 
 
 if __name__ == "__main__":

@@ -247,6 +247,23 @@ def run_cell(
     return summary
 
 
+def run_experiment_cells(
+    description: str, algo: str, seeds: list[int], argv: list[str] | None = None, env_id: str = "HalfCheetah-v5"
+) -> None:
+    """Command line of the ``exp_*`` scripts: run their cells in this process (after they registered their plugins),
+    one seed after another, evaluated as in ``run_all.sh`` (every 20k steps, 5 episodes)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algo", default=algo)
+    parser.add_argument("--env", default=env_id)
+    parser.add_argument("--seeds", type=int, nargs="+", default=seeds)
+    parser.add_argument("--budget", type=int, default=300_000)
+    parser.add_argument("--out", default="benchmarks/results/raw")
+    args = parser.parse_args(argv)
+    for seed in args.seeds:
+        summary = run_cell(args.algo, args.env, seed, args.budget, args.out, 20_000, 5)
+        print(f"{args.algo} {args.env} seed {seed}: final {summary['final_eval']:.1f}")
+
+
 def versions() -> dict[str, str]:
     """What a cell ran on. Cells are bit-reproducible within a session, not across sessions: the same code and
     recorded versions gave other Hopper-v5 trajectories (issue 10, eleventh session), so the CPU and the numerical
