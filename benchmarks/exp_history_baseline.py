@@ -9,8 +9,8 @@ each advantage minus its least-squares fit, over the batch, on the member's rewa
 at each of the ``history`` previous steps, plus that excess summed since the segment began.
 
 Registers ``exp_step_baseline_history`` in-process, then runs harness cells of a sweep that names it
-(``grpo_hc_g8_h8.yml``: ``history`` 8). R^2 of the fit on HalfCheetah seed 0 (printed with ``--r2``): ~0.06 at
-the start, ~0.2-0.25 by 80k steps.
+(``grpo_hc_g8_h8.yml``: ``history`` 8). The estimator keeps the last batch's R^2 of the fit (``last_r2``); on
+HalfCheetah seed 0 it was ~0.06 at the start and ~0.2-0.25 by 80k steps.
 
     python -m benchmarks.exp_history_baseline --algo grpo:hc_g8_h8 --seeds 0 1 2 3 4 5 6 7
 """
@@ -52,6 +52,8 @@ class StepBaselineWithHistory(GroupStepBaseline):
         super().__init__(**kwargs)
         if self.scale == "floored":
             raise ValueError("exp_step_baseline_history: scale must be 'batch' or 'none'")
+        if int(history) < 0:
+            raise ValueError(f"exp_step_baseline_history: history must be >= 0, got {history!r}")
         self.history = int(history)
         self.last_r2 = float("nan")
 

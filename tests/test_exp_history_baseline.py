@@ -1,4 +1,4 @@
-"""The issue-10 experiment benchmarks/exp_history_baseline.py: features by hand, and an unbiased-shaped correction."""
+"""The issue-10 experiment benchmarks/exp_history_baseline.py: its features by hand, and its least-squares correction."""
 
 import numpy as np
 
@@ -21,7 +21,7 @@ def test_history_features_by_hand():
     assert np.allclose(features[1, :, 2], excess[0]) and np.allclose(features[2, :, 2], excess[0] + excess[1])
 
 
-def test_correction_removes_what_past_rewards_predict_and_nothing_when_there_is_none():
+def test_correction_removes_the_least_squares_fit_on_past_rewards():
     rng = np.random.default_rng(0)
     horizon, n_columns = 40, 16
     inputs = AdvantageInputs(
