@@ -48,21 +48,18 @@ def history_features(rewards: np.ndarray, valid: np.ndarray, group_ids: np.ndarr
 class StepBaselineWithHistory(GroupStepBaseline):
     """``group_step_baseline`` (``scale`` applied last) with the reward-history control variate above."""
 
-    def __init__(self, history: int = 8, **kwargs):
-        super().__init__(**kwargs)
-        if self.scale == "floored":
-            raise ValueError("exp_step_baseline_history: scale must be 'batch' or 'none'")
+    def __init__(self, history: int = 8, scale: str = "batch", **kwargs):
+        if scale not in ("batch", "none"):
+            raise ValueError(f"exp_step_baseline_history: scale must be 'batch' or 'none', got {scale!r}")
         if int(history) < 0:
             raise ValueError(f"exp_step_baseline_history: history must be >= 0, got {history!r}")
+        super().__init__(scale="none", **kwargs)  # the parent's unscaled advantages; the scale comes after the fit
+        self.final_scale = scale
         self.history = int(history)
         self.last_r2 = float("nan")
 
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
-        scale, self.scale = self.scale, "none"
-        try:
-            advantages = super().compute(inputs).advantages
-        finally:
-            self.scale = scale
+        advantages = super().compute(inputs).advantages
         valid = inputs.valid
         features = history_features(np.asarray(inputs.rewards, dtype=np.float64), valid, inputs.group_ids, self.history)
         fit = valid & (advantages != 0.0)
@@ -72,7 +69,7 @@ class StepBaselineWithHistory(GroupStepBaseline):
             total = float(np.sum(y**2))
             self.last_r2 = 1.0 - float(np.sum((y - x @ coef) ** 2)) / total if total > 0 else float("nan")
             advantages = np.where(fit, advantages - features @ coef, advantages)
-        if self.scale != "none" and valid.any():
+        if self.final_scale == "batch" and valid.any():
             advantages = advantages / (advantages[valid].std() + self.eps)
         return AdvantageOutputs(advantages=np.where(valid, advantages, 0.0))
 
