@@ -1,0 +1,58 @@
+"""benchmarks/sweep_table.py: seed ranges, and the table's rows against hand-computed paired differences."""
+
+import pytest
+
+from benchmarks.sweep_table import finals, seed_list, sweep_file, table
+
+
+def test_seed_list_collapses_runs():
+    assert seed_list([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert seed_list([3]) == "3"
+    assert seed_list([0, 2, 4]) == "0, 2, 4"
+
+
+def test_finals_keeps_one_env_and_budget():
+    summaries = [
+        {"env": "Hopper-v5", "budget": 300_000, "algo": "grpo:x", "seed": 0, "final_eval": 1.0},
+        {"env": "Hopper-v5", "budget": 1_000_000, "algo": "grpo:x@1000k", "seed": 0, "final_eval": 2.0},
+        {"env": "Pendulum-v1", "budget": 300_000, "algo": "grpo:x", "seed": 1, "final_eval": 3.0},
+    ]
+    assert finals(summaries, "Hopper-v5", 300_000) == {"grpo:x": {0: 1.0}}
+    assert finals(summaries, "Hopper-v5", 1_000_000) == {"grpo:x": {0: 2.0}}
+
+
+def test_table_pairs_each_variant_with_the_entry_on_common_seeds():
+    scores = {
+        "grpo:entry": {0: 1000.0, 1: 1010.0, 2: 990.0},
+        "grpo:worse": {0: 900.0, 2: 995.0},  # common seeds 0, 2: entry mean 995, differences -100 and +5
+        "grpo:better": {1: 1030.0},
+        "grpo:alone": {7: 5.0},  # no seed in common with the entry
+    }
+    rows = table(scores, "grpo:entry", threshold=1000)
+    assert len(rows) == 2 + 4
+    body = rows[2:]
+    assert body[0].startswith("| `grpo:entry` | 3: 0-2 | 1000.0 +- 8.2 (1000.0) | 2 of 3 | - | - | - |")
+    assert body[1] == "| `grpo:better` | 1: 1 | 1030.0 +- 0.0 (1030.0) | 1 of 1 | 1010.0 (1 seed) | 1 of 1 | +20.0 |"
+    assert body[2] == "| `grpo:worse` | 2: 0, 2 | 947.5 +- 47.5 (947.5) | 0 of 2 | 995.0 (2 seeds) | 1 of 2 | -47.5 |"
+    assert body[3].startswith("| `grpo:alone` | 1: 7 |") and body[3].endswith("| - | - | - |")
+    without = table(scores, "grpo:entry", threshold=None)
+    assert without[3] == "| `grpo:better` | 1: 1 | 1030.0 +- 0.0 (1030.0) | 1010.0 (1 seed) | +20.0 |"
+
+
+def test_table_refuses_a_missing_entry():
+    with pytest.raises(SystemExit, match="no cells of the entry 'grpo:nope'"):
+        table({"grpo:x": {0: 1.0}}, "grpo:nope", threshold=None)
+
+
+def test_sweep_file_finds_the_variant_yaml():
+    assert sweep_file("grpo:hc_g8").name == "grpo_hc_g8.yml"
+    assert sweep_file("ppo") is None
+    assert sweep_file("grpo:no_such_variant") is None
+
+
+def test_rows_link_variants_to_their_sweep_files_relative_to_the_table():
+    from benchmarks.harness import ROOT
+
+    rows = table({"grpo:hc_g8": {0: 1.0}, "ppo": {0: 2.0}}, "grpo:hc_g8", None, link_to=ROOT / "benchmarks/results/t.md")
+    assert rows[2].startswith("| [`grpo:hc_g8`](../sweeps/grpo_hc_g8.yml) |")
+    assert rows[3].startswith("| `ppo` |")
