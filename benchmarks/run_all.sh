@@ -222,3 +222,11 @@ python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds
 python -m benchmarks.harness --algos grpo:hop_g1lr5ch28 --envs Hopper-v5 --seeds $(seq 96 149) $MJ3
 # HalfCheetah: a reward-history control variate in the per-step baseline (nineteenth session; seeds 0-7).
 python -m benchmarks.exp_history_baseline --algo grpo:hc_g8_h8 --seeds 0 1 2 3 4 5 6 7
+# Issue 10, twentieth session. HalfCheetah: rollouts of 512 steps (seeds 0-2), episodes carried over across rollouts
+# with groups of 8 (seeds 0-7); Hopper: the survival bonus at 0.995 (seeds 0-19).
+python -m benchmarks.harness --algos grpo:hc_g8_carry grpo:hc_g8_n512 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8_carry --envs HalfCheetah-v5 --seeds 3 4 5 6 7 $MJ3
+python -m benchmarks.harness --algos grpo:hop_g1lr5s995 --envs Hopper-v5 --seeds $(seq 0 19) $MJ3
+# Every variant against the zoo entry on the same seeds, one table per env.
+python -m benchmarks.sweep_table --env HalfCheetah-v5 --entry grpo:hc_rerun11 --reference ppo
+python -m benchmarks.sweep_table --env Hopper-v5 --entry grpo:hop_antl15g1lr5 --threshold 1000 --reference ppo
