@@ -2,6 +2,7 @@
 
 import pytest
 
+from benchmarks.harness import ROOT
 from benchmarks.sweep_table import finals, seed_list, sweep_file, table
 
 
@@ -37,6 +38,11 @@ def test_table_pairs_each_variant_with_the_entry_on_common_seeds():
     assert body[3].startswith("| `grpo:alone` | 1: 7 |") and body[3].endswith("| - | - | - |")
     without = table(scores, "grpo:entry", threshold=None)
     assert without[3] == "| `grpo:better` | 1: 1 | 1030.0 +- 0.0 (1030.0) | 1010.0 (1 seed) | +20.0 |"
+    # min_seeds drops the rows with fewer seeds (the entry's own row too, were it short).
+    assert [row.split(" | ")[0] for row in table(scores, "grpo:entry", None, min_seeds=2)[2:]] == [
+        "| `grpo:entry`",
+        "| `grpo:worse`",
+    ]
 
 
 def test_table_refuses_a_missing_entry():
@@ -51,8 +57,6 @@ def test_sweep_file_finds_the_variant_yaml():
 
 
 def test_rows_link_variants_to_their_sweep_files_relative_to_the_table():
-    from benchmarks.harness import ROOT
-
     rows = table({"grpo:hc_g8": {0: 1.0}, "ppo": {0: 2.0}}, "grpo:hc_g8", None, link_to=ROOT / "benchmarks/results/t.md")
     assert rows[2].startswith("| [`grpo:hc_g8`](../sweeps/grpo_hc_g8.yml) |")
     assert rows[3].startswith("| `ppo` |")
