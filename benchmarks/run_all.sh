@@ -227,6 +227,9 @@ python -m benchmarks.exp_history_baseline --algo grpo:hc_g8_h8 --seeds 0 1 2 3 4
 python -m benchmarks.harness --algos grpo:hc_g8_carry grpo:hc_g8_n512 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
 python -m benchmarks.harness --algos grpo:hc_g8_carry --envs HalfCheetah-v5 --seeds 3 4 5 6 7 $MJ3
 python -m benchmarks.harness --algos grpo:hop_g1lr5s995 --envs Hopper-v5 --seeds $(seq 0 19) $MJ3
+# HalfCheetah: the learning rate decayed linearly from 3e-4 (seeds 0-2) and from 5e-4 (seeds 0-7).
+python -m benchmarks.harness --algos grpo:hc_g8_lin3 grpo:hc_g8_lin5 --envs HalfCheetah-v5 --seeds 0 1 2 $MJ3
+python -m benchmarks.harness --algos grpo:hc_g8_lin5 --envs HalfCheetah-v5 --seeds 3 4 5 6 7 $MJ3
 # SB3 PPO on HalfCheetah seeds 5-7 (8 seeds, as the GRPO entry's rerun), and Part B's aggregate with them.
 python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 --seeds 5 6 7 $MJ3
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 grpo:hop_antl15g1 grpo:hop_antl15g1lr5 ppo@300k --out benchmarks/results/large_envs
