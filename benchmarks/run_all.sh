@@ -233,6 +233,10 @@ python -m benchmarks.harness --algos grpo:hc_g8_lin5 --envs HalfCheetah-v5 --see
 # SB3 PPO on HalfCheetah seeds 5-7 (8 seeds, as the GRPO entry's rerun), and Part B's aggregate with them.
 python -m benchmarks.harness --algos ppo --envs HalfCheetah-v5 --seeds 5 6 7 $MJ3
 python -m benchmarks.aggregate --envs HalfCheetah-v5 Hopper-v5 LunarLander-v3 --algos adaptive_kl_ppo ppo exact_trpo trpo grpo grpo:hc_b grpo:hc_g8 grpo:hop_p grpo:hop_mg grpo:hop_mgent1 grpo:hop_anneal grpo:hop_anep5 grpo:hop_antl15 grpo:hop_antl15w15 grpo:hop_antl15f15 grpo:hop_antl15g1 grpo:hop_antl15g1lr5 ppo@300k --out benchmarks/results/large_envs
+# HalfCheetah: where the per-step baseline's advantage noise comes from (a diagnostic; no cells).
+for seed in 0 1 2; do for steps in 100000 250000; do
+  python -m benchmarks.exp_baseline_variance --steps $steps --seed $seed
+done; done
 # Every variant against the zoo entry on the same seeds, one table per env.
 python -m benchmarks.sweep_table --env HalfCheetah-v5 --entry grpo:hc_rerun11 --reference ppo
 python -m benchmarks.sweep_table --env Hopper-v5 --entry grpo:hop_antl15g1lr5 --threshold 1000 --reference ppo
