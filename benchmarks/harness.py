@@ -4,14 +4,21 @@ budgets, with the same evaluation.
 
 One *cell* is (algorithm, env, seed, budget). Each cell trains in its own process with torch limited to one
 thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes, on a
-separate env whose VecNormalize statistics are copied from the training env), and writes
+separate env whose VecNormalize statistics are copied from the training env), and writes, in the working directory
+``--out`` (``benchmarks/work/``, ignored by git):
 
-- ``<out>/<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
-- ``<out>/<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory), written
-  last: a cell with a summary is finished and never rerun, a cell without one is rerun from scratch.
+- ``<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
+- ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions, date,
+  commit, hyperparameters), written last.
+
+Each finished cell is then added to the results table (``benchmarks/results/cells.csv.gz`` and ``curves.csv.gz``,
+see ``benchmarks/table.py``), from which ``python -m benchmarks.aggregate`` rebuilds the tables and plots of
+BENCHMARKS.md. A cell already in the table or finished in the working directory is never rerun.
 
 Hyperparameters: SB3 PPO and sb3-contrib TRPO use rl-zoo's (rl_zoo3's ``hyperparams/*.yml``; the -v5 MuJoCo envs,
-for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``zoo_configs/<algo>.yml``.
+for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``zoo_configs/<algo>.yml``,
+``<algo>:default`` that file's ``default`` entry on any env, and ``<algo>:<tag>`` the sweep file
+``benchmarks/sweeps/<algo>_<tag>.yml``.
 
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """
@@ -32,8 +39,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from benchmarks import table
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "raw"
+#: The working directory of the cells (ignored by git); finished cells go to the results table.
+DEFAULT_OUT = ROOT / "benchmarks" / "work"
 
 #: Score at which an env counts as solved, for steps-to-threshold.
 THRESHOLDS = {
@@ -98,14 +108,16 @@ def _schedule(value: Any) -> Any:
 
 
 def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
-    """Model, eval env and the hyperparameters used, from the zoo entry."""
+    """Model, eval env and the hyperparameters used: the zoo entry as written (schedules as ``lin_<x>`` strings),
+    without ``n_timesteps``."""
     import torch.nn as nn
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    hp = load_hyperparams(algo, env_id)
+    entry = load_hyperparams(algo, env_id)
+    entry.pop("n_timesteps", None)
+    hp = dict(entry)
     n_envs = int(hp.pop("n_envs", 1))
-    hp.pop("n_timesteps", None)
     policy = hp.pop("policy", "MlpPolicy")
     normalize = hp.pop("normalize", False)
     # rl-zoo's env_kwargs: gymnasium.make kwargs of the *training* envs (e.g. max_episode_steps, a longer training time
@@ -131,10 +143,7 @@ def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, 
         )
     cls = algorithm_class(algo)
     model = cls(policy, venv, seed=seed, device=device, verbose=0, **hp)
-    used = {"n_envs": n_envs, "normalize": bool(normalize), **{k: repr(v) for k, v in hp.items()}}
-    if env_kwargs:
-        used["env_kwargs"] = repr(env_kwargs)
-    return model, eval_env, used
+    return model, eval_env, entry
 
 
 def algorithm_class(algo: str) -> type:
@@ -242,6 +251,8 @@ def run_cell(
         "used_step_fraction": model.logger.name_to_value.get("rollout/used_step_fraction"),
         "hyperparams": used,
         "versions": versions(),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commit": commit(),
     }
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary
@@ -257,17 +268,46 @@ def run_experiment_cells(
     parser.add_argument("--env", default=env_id)
     parser.add_argument("--seeds", type=int, nargs="+", default=seeds)
     parser.add_argument("--budget", type=int, default=300_000)
-    parser.add_argument("--out", default="benchmarks/results/raw")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="working directory of the cells")
+    parser.add_argument("--results", default=str(table.RESULTS), help="where cells.csv.gz and curves.csv.gz are")
     args = parser.parse_args(argv)
     for seed in args.seeds:
         summary = run_cell(args.algo, args.env, seed, args.budget, args.out, 20_000, 5)
+        add_to_table(summary, Path(args.out), Path(args.results))
         print(f"{args.algo} {args.env} seed {seed}: final {summary['final_eval']:.1f}")
 
 
+def add_to_table(summary: dict[str, Any], out: Path, results: Path) -> None:
+    """Add a finished cell (its summary and the curve file in the working directory ``out``) to the results table."""
+    name = cell_name(summary["algo"], summary["env"], summary["seed"], summary["budget"])
+    table.add([(summary, out / f"{name}.csv")], results / table.CELLS.name, results / table.CURVES.name)
+
+
+def in_table(results: Path) -> set[str]:
+    """The cell names already in the results table."""
+    return {
+        cell_name(table.cell_label(r), r["env"], r["seed"], r["budget"]) for r in table.read_cells(results / table.CELLS.name)
+    }
+
+
+def commit() -> str:
+    """The commit the working tree is on (``+dirty`` when it has uncommitted changes), or ``""`` outside git."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
+
+
 def versions() -> dict[str, str]:
-    """What a cell ran on. Cells are bit-reproducible within a session, not across sessions: the same code and
-    recorded versions gave other Hopper-v5 trajectories (issue 10, eleventh session), so the CPU and the numerical
-    libraries on the simulation path are recorded too."""
+    """What a cell ran on. Cells are bit-reproducible on one machine, not across machines: the same code and recorded
+    versions gave other Hopper-v5 trajectories on another machine, so the CPU and the numerical libraries on the
+    simulation path are recorded too."""
     import importlib.metadata
     import platform
 
@@ -315,16 +355,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-freq", type=int, default=10_000)
     parser.add_argument("--n-eval-episodes", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel (one torch thread each)")
-    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="working directory of the cells (ignored by git)")
+    parser.add_argument("--results", default=str(table.RESULTS), help="where cells.csv.gz and curves.csv.gz are")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
+    out, results = Path(args.out), Path(args.results)
     cells = [
         (algo, env, seed, args.budget or BUDGETS.get(env, 100_000))
         for env in args.envs
         for seed in args.seeds
         for algo in args.algos
     ]
-    todo = [c for c in cells if not (Path(args.out) / f"{cell_name(*c)}.json").exists()]
+    done = in_table(results)
+    for c in cells:  # finished in the working directory but not yet in the table (an interrupted run)
+        summary_path = out / f"{cell_name(*c)}.json"
+        if cell_name(*c) not in done and summary_path.exists():
+            add_to_table(json.loads(summary_path.read_text()), out, results)
+            done.add(cell_name(*c))
+    todo = [c for c in cells if cell_name(*c) not in done]
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
@@ -334,6 +382,7 @@ def main(argv: list[str] | None = None) -> None:
             cell = futures[future]
             try:
                 s = future.result()
+                add_to_table(s, out, results)
                 print(
                     f"{cell_name(*cell)}: final {s['final_eval']:.1f} best {s['best_eval']:.1f} "
                     f"fps {s['fps']:.0f} update {s['update_ms'] or 0:.1f} ms",

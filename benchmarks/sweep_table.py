@@ -1,32 +1,28 @@
 """
-Every sweep variant of one env in one table, each against the zoo entry on the same seeds (issue 10: "report what
-fails as clearly as what works").
+Every sweep variant of one env in one table, each against a reference configuration on the same seeds.
 
     python -m benchmarks.sweep_table --env Hopper-v5 --entry grpo:hop_antl15g1lr5 --threshold 1000
     python -m benchmarks.sweep_table --env HalfCheetah-v5 --entry grpo:hc_rerun11 --reference ppo
 
-One row per algorithm name with finished cells at ``--budget`` (sweep variants ``grpo:<tag>``, and ``--reference``):
-its seeds, final evaluation (mean +- std, median), how many seeds reach ``--threshold``, then the entry's cells on
-the same seeds and the paired difference (variant minus entry, mean over the common seeds). Each row names its
-sweep file, whose comment says what the variant changes and why. Writes ``sweeps_<env>.md`` next to the raw cells
-and prints it.
-
-Caveat, printed with the table: cells are bit-reproducible within a session, not across sessions (see
-``harness.versions``), and variants were run in many sessions against the entry's stored cells; rerunning one
-configuration in another session has moved a 5-seed mean by 8%.
+One row per configuration with cells at ``--budget`` in the results table (``grpo:<tag>`` variants, ``--entry`` and
+``--reference``): its seeds, final evaluation (mean +- std, median), how many seeds reach ``--threshold``, then the
+entry's cells on the same seeds and the paired difference (variant minus entry, mean over the common seeds). Prints
+the table (``--out`` also writes it). Every variant ever run is a row, retired ones included; the concise study is
+docs/guide/grpo_studies.md. Cells are bit-reproducible on one machine, not across machines (the table's ``cpu`` and
+version columns say where each ran), so a variant is best compared with cells of the same machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.aggregate import load
-from benchmarks.harness import DEFAULT_OUT, ROOT
+from benchmarks import table as results_table
+from benchmarks.aggregate import load, seed_list
+from benchmarks.harness import ROOT
 
 SWEEPS = ROOT / "benchmarks" / "sweeps"
 
@@ -50,22 +46,8 @@ def sweep_file(algo: str) -> Path | None:
     return path if path.exists() else None
 
 
-def seed_list(seeds: list[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    parts: list[str] = []
-    start = seeds[0]
-    for i, seed in enumerate(seeds):
-        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
-            parts.append(str(start) if start == seed else f"{start}-{seed}")
-            start = seeds[i + 1] if i + 1 < len(seeds) else seed
-    return ", ".join(parts)
-
-
-def table(
-    scores: dict[str, dict[int, float]], entry: str, threshold: float | None, min_seeds: int = 1, link_to: Path | None = None
-) -> list[str]:
-    """Markdown rows: the entry first, then the other algorithms by their paired difference to it (best first).
-    With ``link_to`` (the table's file), each variant links to its sweep file."""
+def table(scores: dict[str, dict[int, float]], entry: str, threshold: float | None, min_seeds: int = 1) -> list[str]:
+    """Markdown rows: the entry first, then the other algorithms by their paired difference to it (best first)."""
     if entry not in scores:
         raise SystemExit(f"no cells of the entry {entry!r} at this budget; algorithms with cells: {sorted(scores)}")
     base = scores[entry]
@@ -81,11 +63,7 @@ def table(
             continue
         x = np.array([cells[s] for s in seeds])
         common = [s for s in seeds if s in base]
-        name = f"`{algo}`"
-        path = sweep_file(algo)
-        if path is not None and link_to is not None:
-            name = f"[`{algo}`]({os.path.relpath(path, link_to.parent)})"
-        cols = [name, f"{len(seeds)}: {seed_list(seeds)}", f"{x.mean():.1f} +- {x.std():.1f} ({np.median(x):.1f})"]
+        cols = [f"`{algo}`", f"{len(seeds)}: {seed_list(seeds)}", f"{x.mean():.1f} +- {x.std():.1f} ({np.median(x):.1f})"]
         if threshold is not None:
             cols.append(f"{int(np.sum(x >= threshold))} of {len(x)}")
         if common and algo != entry:
@@ -106,36 +84,36 @@ def table(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", required=True)
-    parser.add_argument("--entry", required=True, help="the algorithm name every row is compared with (grpo:<tag>)")
+    parser.add_argument("--entry", required=True, help="the configuration every row is compared with (grpo:<tag>)")
     parser.add_argument("--budget", type=int, default=300_000)
     parser.add_argument("--threshold", type=float, help="count the seeds whose final evaluation reaches this")
     parser.add_argument("--reference", nargs="*", default=[], help="zoo algorithms to add as rows (ppo, trpo)")
     parser.add_argument("--min-seeds", type=int, default=1)
-    parser.add_argument("--raw", default=str(DEFAULT_OUT))
+    parser.add_argument("--cells", default=str(results_table.CELLS))
+    parser.add_argument("--out", help="also write the table to this file")
     args = parser.parse_args(argv)
-    summaries, _ = load(Path(args.raw))
+    summaries, _ = load(Path(args.cells), curves=None)
     scores = {
         algo: cells
         for algo, cells in finals(summaries, args.env, args.budget).items()
-        if sweep_file(algo) is not None or algo == args.entry or algo in args.reference
+        if algo.startswith(("grpo:", "exact_trpo:", "adaptive_kl_ppo:")) or algo == args.entry or algo in args.reference
     }
-    out = Path(args.raw).parent / f"sweeps_{args.env}.md"
-    rows = table(scores, args.entry, args.threshold, args.min_seeds, link_to=out)
+    rows = table(scores, args.entry, args.threshold, args.min_seeds)
+    command = " ".join(sys.argv[1:] if argv is None else argv)
     text = "\n".join(
         [
-            f"# {args.env}: every sweep variant at {args.budget} steps against `{args.entry}`",
+            f"# {args.env}: every variant at {args.budget} steps against `{args.entry}`",
             "",
-            f"Generated by `python -m benchmarks.sweep_table {' '.join(sys.argv[1:] if argv is None else argv)}`.",
-            "Paired difference: the variant minus the entry, averaged over the seeds both ran. Cells are bit-reproducible",
-            "within a session, not across sessions, and the variants ran in many sessions against the entry's stored",
-            "cells: the same configuration rerun in another session has moved a 5-seed mean by 8% (HalfCheetah-v5:",
-            "`hc_g8`, the entry's first cells, and `hc_rerun11`). Each variant's sweep file says what it changes and why.",
+            f"`python -m benchmarks.sweep_table {command}`. Paired difference: the variant minus the entry, averaged",
+            "over the seeds both ran. A variant with a file in benchmarks/sweeps/ can be rerun; the others are retired",
+            "configurations whose hyperparameters are in the results table (benchmarks/results/cells.csv.gz).",
             "",
             *rows,
             "",
         ]
     )
-    out.write_text(text)
+    if args.out:
+        Path(args.out).write_text(text)
     print(text)
 
 

@@ -1,4 +1,4 @@
-"""The benchmark harness reads the hyperparameters it says it reads."""
+"""The benchmark harness reads the hyperparameters it says it reads, and adds each finished cell to the results table."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import yaml
 
 from benchmarks.harness import cell_name, load_hyperparams, versions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("algo", ["grpo", "exact_trpo", "adaptive_kl_ppo"])
@@ -26,10 +26,10 @@ def test_v5_envs_fall_back_to_the_v4_entry_then_default():
 
 
 def test_sweep_variant_reads_its_sweep_file():
-    table = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / "grpo_hop_f.yml").read_text())
-    assert load_hyperparams("grpo:hop_f", "Hopper-v5") == table["Hopper-v5"]
+    table = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / "grpo_hop_p.yml").read_text())
+    assert load_hyperparams("grpo:hop_p", "Hopper-v5") == table["Hopper-v5"]
     with pytest.raises(KeyError, match="No hyperparameters"):
-        load_hyperparams("grpo:hop_f", "CartPole-v1")
+        load_hyperparams("grpo:hop_p", "CartPole-v1")
 
 
 def test_env_kwargs_reach_only_the_training_envs(monkeypatch):
@@ -41,7 +41,7 @@ def test_env_kwargs_reach_only_the_training_envs(monkeypatch):
     model, eval_env, used = harness.build("grpo", "CartPole-v1", seed=0)
     assert [env.spec.max_episode_steps for env in model.get_env().envs] == [700, 700]
     assert eval_env.envs[0].spec.max_episode_steps == 500  # CartPole-v1's own registration
-    assert used["env_kwargs"] == repr({"max_episode_steps": 700})
+    assert used == entry  # the entry as written, recorded with the cell
 
 
 def test_instruction_count_parsed_from_cachegrind_summary():
@@ -52,38 +52,6 @@ def test_instruction_count_parsed_from_cachegrind_summary():
     assert parse_instructions("==1== Command: python\nKilled\n") is None
 
 
-def test_aggregate_never_mixes_budgets(tmp_path):
-    import json
-
-    from benchmarks.aggregate import load
-
-    for budget, final in ((100_000, 1.0), (300_000, 3.0)):
-        for seed in (0, 1):
-            cell = {"algo": "ppo", "env": "Hopper-v5", "seed": seed, "budget": budget, "final_eval": final}
-            (tmp_path / f"ppo__Hopper-v5__s{seed}__{budget}.json").write_text(json.dumps(cell))
-            (tmp_path / f"ppo__Hopper-v5__s{seed}__{budget}.csv").write_text(f"timesteps,mean\n{budget},{final}\n")
-    summaries, curves = load(tmp_path)
-    by_algo = {(s["algo"], s["seed"]): s["final_eval"] for s in summaries}
-    assert by_algo == {("ppo", 0): 1.0, ("ppo", 1): 1.0, ("ppo@300k", 0): 3.0, ("ppo@300k", 1): 3.0}
-    assert curves[("ppo@300k", "Hopper-v5", 1)][0].tolist() == [300_000, 3.0]
-    assert curves[("ppo", "Hopper-v5", 1)][0].tolist() == [100_000, 1.0]
-
-
-def test_aggregate_selects_envs_algos_and_seeds():
-    from benchmarks.aggregate import select
-
-    cells = [
-        {"algo": algo, "env": env, "seed": seed}
-        for algo in ("grpo", "ppo@300k")
-        for env in ("Acrobot-v1", "Hopper-v5")
-        for seed in range(10)
-    ]
-    assert len(select(cells)) == 40
-    chosen = select(cells, envs=["Acrobot-v1"], algos=["grpo"], seeds=[0, 1, 2, 3, 4])
-    assert [(c["algo"], c["env"], c["seed"]) for c in chosen] == [("grpo", "Acrobot-v1", s) for s in range(5)]
-    assert {c["algo"] for c in select(cells, algos=["ppo@300k"])} == {"ppo@300k"}
-
-
 def test_cells_record_the_numerical_libraries_and_the_cpu():
     """Cells are not bit-reproducible across machines: what they ran on goes into their summary."""
     import numpy
@@ -92,3 +60,55 @@ def test_cells_record_the_numerical_libraries_and_the_cpu():
     assert recorded["numpy"] == numpy.__version__
     assert {"torch", "gymnasium", "stable_baselines3", "sb3_contrib", "machine", "cpu"} <= set(recorded)
     assert recorded["cpu"] and all(isinstance(value, str) for value in recorded.values())
+
+
+def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
+    from benchmarks import harness, table
+
+    work, results = tmp_path / "work", tmp_path / "results"
+    summary = harness.run_cell("grpo", "CartPole-v1", 0, 512, str(work), eval_freq=256, n_eval_episodes=1)
+    assert (work / "grpo__CartPole-v1__s0__512.json").exists()
+    assert summary["hyperparams"] == {k: v for k, v in load_hyperparams("grpo", "CartPole-v1").items() if k != "n_timesteps"}
+    assert summary["date"] and "commit" in summary
+    # The harness's command line adds what the working directory finished and skips what the table holds.
+    harness.main(
+        [
+            "--algos",
+            "grpo",
+            "--envs",
+            "CartPole-v1",
+            "--seeds",
+            "0",
+            "--budget",
+            "512",
+            "--out",
+            str(work),
+            "--results",
+            str(results),
+        ]
+    )
+    assert "1 already finished, 0 to run" in capsys.readouterr().out
+    (row,) = table.read_cells(results / "cells.csv.gz")
+    assert (row["algo"], row["variant"], row["env"], row["seed"], row["budget"]) == ("grpo", "", "CartPole-v1", 0, 512)
+    assert row["final_eval"] == summary["final_eval"] and row["cpu"] == summary["versions"]["cpu"]
+    curve = table.read_curves(results / "curves.csv.gz")
+    assert [c["timesteps"] for c in curve] == [r for r in sorted({c["timesteps"] for c in curve})] and len(curve) >= 2
+    (work / "grpo__CartPole-v1__s0__512.json").unlink()  # gone from the working directory, still in the table
+    harness.main(
+        [
+            "--algos",
+            "grpo",
+            "--envs",
+            "CartPole-v1",
+            "--seeds",
+            "0",
+            "--budget",
+            "512",
+            "--out",
+            str(work),
+            "--results",
+            str(results),
+        ]
+    )
+    assert "1 already finished, 0 to run" in capsys.readouterr().out
+    assert len(table.read_cells(results / "cells.csv.gz")) == 1

@@ -2,8 +2,8 @@
 
 import pytest
 
-from benchmarks.harness import ROOT
-from benchmarks.sweep_table import finals, seed_list, sweep_file, table
+from benchmarks.aggregate import seed_list
+from benchmarks.sweep_table import finals, sweep_file, table
 
 
 def test_seed_list_collapses_runs():
@@ -54,9 +54,3 @@ def test_sweep_file_finds_the_variant_yaml():
     assert sweep_file("grpo:hc_g8").name == "grpo_hc_g8.yml"
     assert sweep_file("ppo") is None
     assert sweep_file("grpo:no_such_variant") is None
-
-
-def test_rows_link_variants_to_their_sweep_files_relative_to_the_table():
-    rows = table({"grpo:hc_g8": {0: 1.0}, "ppo": {0: 2.0}}, "grpo:hc_g8", None, link_to=ROOT / "benchmarks/results/t.md")
-    assert rows[2].startswith("| [`grpo:hc_g8`](../sweeps/grpo_hc_g8.yml) |")
-    assert rows[3].startswith("| `ppo` |")

@@ -1,0 +1,186 @@
+"""benchmarks/aggregate.py: its statistics against hand-computed values, its tables on a small fixture table, and the
+committed pages against the committed data."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from benchmarks import aggregate, table
+from benchmarks.aggregate import GRPO_ENTRY, bootstrap_ci, change, fisher_exact, iqm, load, mann_whitney, select
+
+ROOT = table.ROOT
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert iqm([1, 2, 3, 4, 100, -50, 5, 6]) == pytest.approx((2 + 3 + 4 + 5) / 4)
+    assert iqm([7.0]) == 7.0
+
+
+def test_stratified_bootstrap_resamples_within_each_task():
+    lo, hi = bootstrap_ci([np.zeros(4), np.ones(4)], stat="mean")
+    # Each resample keeps 4 runs of each task: the pooled mean is always 0.5.
+    assert lo == hi == pytest.approx(0.5)
+    lo, hi = bootstrap_ci(np.array([1.0, 2.0, 3.0, 4.0]), stat="mean")
+    assert 1.0 <= lo < 2.5 < hi <= 4.0
+
+
+def test_fisher_and_mann_whitney_match_scipy():
+    # Values of scipy.stats.fisher_exact and mannwhitneyu(method="asymptotic") for the same inputs.
+    assert fisher_exact(8, 2, 1, 5) == pytest.approx(0.034965034965034975)
+    assert fisher_exact(19, 1, 12, 8) == pytest.approx(0.019656019656019656)
+    assert fisher_exact(3, 0, 0, 3) == pytest.approx(0.1)
+    assert mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(0.012185780355344813)
+    assert mann_whitney([1, 2, 2, 3, 5, 8], [2, 4, 6, 6, 9, 11, 12]) == pytest.approx(0.07216011300239511)
+
+
+def test_change_names_what_a_variant_sets_differently():
+    base = {"gamma": 0.99, "learning_rate": "lin_2e-3", "normalize": False, "policy_kwargs": "dict(log_std_init=-1)"}
+    variant = {"gamma": 0.999, "learning_rate": "lin_0.002", "policy_kwargs": "dict(log_std_init=-2, ortho_init=False)"}
+    assert change(base, variant) == "gamma 0.999, policy_kwargs.log_std_init -2, policy_kwargs.ortho_init false"
+    assert change(variant, variant) == "(same)"
+    assert change({"n_epochs": 10, "ent_coef": 0.01}, {"n_epochs": 10}) == "no ent_coef"
+
+
+# ---- a small table ----------------------------------------------------------------------------------------------
+
+ENVS = {**dict.fromkeys(aggregate.CLASSIC, 100_000), **dict.fromkeys(aggregate.LARGE, 100_000)}
+
+
+def fixture_cells():
+    """Three seeds of every algorithm on every env, GRPO's MuJoCo entries and PPO also at 300k. The final evaluation
+    is a known function of the cell, so the expected numbers can be written by hand."""
+    cells = []
+    names = [(a, "") for a in aggregate.ORDER] + [tuple(v.split(":")) for v in GRPO_ENTRY.values()]
+    for env, budget in ENVS.items():
+        for algo, variant in names:
+            if variant and env not in GRPO_ENTRY:
+                continue
+            for b in (budget, 300_000) if algo == "ppo" and env in GRPO_ENTRY else (budget,):
+                budget_ = 300_000 if variant else b
+                for seed in range(3):
+                    final = 1000.0 + 10 * aggregate.ORDER.index(algo) + seed + (500 if budget_ == 300_000 else 0)
+                    cells.append(
+                        {
+                            **dict(algo=algo, variant=variant, env=env, seed=seed, budget=budget_, final_eval=final),
+                            **dict(best_eval=final, steps_to_threshold=20_000 * (seed + 1), seconds_to_threshold=10.0),
+                            **dict(train_seconds=100.0, fps=1000.0, update_ms=5.0, n_updates=10, rss_start_mb=300.0),
+                            **dict(peak_rss_mb=310.0, used_step_fraction=None, date=f"2026-01-0{seed + 1}"),
+                            **dict(commit=f"c{seed}", hyperparams=json.dumps({"gamma": 0.99})),
+                            **{c: "x" for c in table.VERSION_COLUMNS},
+                        }
+                    )
+    return cells
+
+
+@pytest.fixture
+def results(tmp_path):
+    cells = fixture_cells()
+    curves = [
+        {**{k: c[k] for k in table.KEY}, "timesteps": t, "eval_mean": c["final_eval"] * t / c["budget"], "eval_std": 1.0}
+        | {"train_seconds": t / 1000, "rss_mb": 300.0}
+        for c in cells
+        for t in (c["budget"] // 2, c["budget"])
+    ]
+    table.write(tmp_path / "cells.csv.gz", table.CELL_COLUMNS, cells)
+    table.write(tmp_path / "curves.csv.gz", table.CURVE_COLUMNS, curves)
+    return tmp_path
+
+
+def test_the_table_files_round_trip_and_are_byte_stable(results, tmp_path):
+    rows = table.read_cells(results / "cells.csv.gz")
+    assert len(rows) == len(fixture_cells())
+    again = tmp_path / "again.csv.gz"
+    table.write(again, table.CELL_COLUMNS, reversed(rows))
+    assert again.read_bytes() == (results / "cells.csv.gz").read_bytes()
+
+
+def test_load_names_a_second_budget_apart(results):
+    summaries, curves = load(results / "cells.csv.gz", results / "curves.csv.gz")
+    names = {(s["env"], s["algo"], s["budget"]) for s in summaries}
+    assert ("Hopper-v5", "ppo", 100_000) in names and ("Hopper-v5", "ppo@300k", 300_000) in names
+    assert ("Hopper-v5", "grpo:hop_antl15g1lr5", 300_000) in names  # its only budget keeps the name
+    assert curves[("ppo@300k", "Hopper-v5", 2)].tolist() == [
+        [150_000, 761.0, 1.0, 150.0, 300.0],
+        [300_000, 1522.0, 1.0, 300.0, 300.0],
+    ]
+    chosen = select(summaries, envs=["Hopper-v5"], algos=["ppo@300k"], seeds=[0, 1])
+    assert sorted(s["seed"] for s in chosen) == [0, 1]
+
+
+def test_generated_blocks_are_rewritten_and_checked(results, tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n\n<!-- aggregate: classic -->\nSTALE\n<!-- /aggregate -->\n\n"
+        "<!-- aggregate: headline -->\n<!-- /aggregate -->\n"
+    )
+    with pytest.raises(SystemExit, match="out of date"):
+        aggregate.main(["--results", str(results), "--pages", str(page), "--check"])
+    aggregate.main(["--results", str(results), "--pages", str(page), "--no-plots"])
+    text = page.read_text()
+    assert "STALE" not in text
+    # GRPO on CartPole: finals 1000, 1001, 1002 (ORDER index 0); reaches the threshold at 20k, 40k, 60k: median 40k.
+    assert "| CartPole-v1 | GRPO | 100k | 3 | 1001.0 ± 0.8 | 1001.0 [1000.0, 1002.0] | 3/3 | 40k | 10 |" in text
+    # SB3 PPO (index 2) on Pendulum: 1020-1022.
+    assert "| Pendulum-v1 | SB3 PPO | 100k | 3 | 1021.0 ± 0.8 |" in text
+    assert "45 cells run 2026-01-01 to 2026-01-03, 3 commits (newest c2)." in text
+    # Headline: GRPO on classic control, normalised finals 1000-1002 on three envs; IQM of 9 = mean of the middle 5.
+    normalised = sorted(
+        (final - aggregate.NORMALISATION[env][0]) / (aggregate.NORMALISATION[env][1] - aggregate.NORMALISATION[env][0])
+        for env in aggregate.CLASSIC
+        for final in (1000.0, 1001.0, 1002.0)
+    )
+    assert f"| GRPO | SB3 PPO | classic control | CartPole 3, Acrobot 3, Pendulum 3 | {np.mean(normalised[2:7]):.2f} [" in text
+    aggregate.main(["--results", str(results), "--pages", str(page), "--check"])  # now current
+    page.write_text(page.read_text().replace("1001.0 ± 0.8", "1001.5 ± 0.8", 1))
+    with pytest.raises(SystemExit, match="out of date"):
+        aggregate.main(["--results", str(results), "--pages", str(page), "--check"])
+
+
+def test_unknown_block_is_refused(results, tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("<!-- aggregate: nope -->\n<!-- /aggregate -->\n")
+    with pytest.raises(SystemExit, match="unknown generated block 'nope'"):
+        aggregate.main(["--results", str(results), "--pages", str(page), "--no-plots"])
+
+
+def test_plots_from_the_fixture(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    (results / "throughput.csv").write_text(
+        "env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n"
+        "CartPole-v1,ppo,100,10,1.0,1,0.5,300,1.00,1.00,1.00\nCartPole-v1,grpo,100,20,1.0,1,0.5,300,2.00,1.00,1.00\n"
+    )
+    data = aggregate.Data(*load(results / "cells.csv.gz", results / "curves.csv.gz"), results)
+    written = aggregate.plots(data, tmp_path / "plots")
+    assert [p.name for p in written] == ["curves_classic.png", "curves_mujoco.png", "headline.png", "throughput.png"]
+    assert all(p.stat().st_size > 10_000 for p in written)
+
+
+def test_summary_of_a_selection(results, tmp_path):
+    out = tmp_path / "summary.md"
+    aggregate.main(["--results", str(results), "--summary", str(out), "--envs", "Hopper-v5", "--algos", "ppo@300k"])
+    lines = out.read_text().splitlines()
+    assert lines[2].startswith("| Hopper-v5 | SB3 PPO | 300k | 3 | 1521.0 ± 0.8 |")
+
+
+# ---- the committed data -----------------------------------------------------------------------------------------
+
+
+def test_committed_pages_match_the_committed_data():
+    """Every generated table of README.md, BENCHMARKS.md and docs/guide/grpo_studies.md is what the data gives."""
+    aggregate.main(["--check"])
+
+
+def test_grpo_entry_cells_are_the_shipped_zoo_entries():
+    """The cells shown as GRPO's zoo entry ran with the entry as it ships in zoo_configs/grpo.yml."""
+    zoo = yaml.safe_load((ROOT / "zoo_configs" / "grpo.yml").read_text())
+    cells, _ = load(curves=None)
+    shown = {**{env: "grpo" for env in (*aggregate.CLASSIC, "LunarLander-v3")}, **GRPO_ENTRY}
+    for env, name in shown.items():
+        recorded = {
+            json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
+            for c in cells
+            if (c["env"], c["algo"]) == (env, name)
+        }
+        assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{name} on {env}"
