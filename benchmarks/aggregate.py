@@ -3,7 +3,7 @@ Rebuild every benchmark table and plot from the committed data files.
 
     python -m benchmarks.aggregate            # rewrite the generated tables in place, and the plots
     python -m benchmarks.aggregate --check    # exit 1 if a generated table differs from what the data gives
-    python -m benchmarks.aggregate --summary summary.md --envs Hopper-v5 --algos grpo:hop_fl ppo@300k
+    python -m benchmarks.aggregate --summary - --envs Hopper-v5 --algos grpo:hop_fl ppo@300k   # any selection
 
 Data: ``benchmarks/results/cells.csv.gz`` and ``curves.csv.gz`` (the harness cells, see ``benchmarks/table.py``),
 ``throughput.csv``, ``paired_adaptive_kl_ppo*.csv``, ``instructions_adaptive_kl_ppo.csv``, ``soak.csv`` and
@@ -1015,7 +1015,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--check", action="store_true", help="only check that the pages' generated blocks are current")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--plots", default=None, help="folder of the plots (default: --results)")
-    parser.add_argument("--summary", help="write a per-env table of the selected cells to this file instead")
+    parser.add_argument(
+        "--summary", help="print a per-env table of the selected cells (and write it to this file; - for none)"
+    )
     parser.add_argument("--envs", nargs="+")
     parser.add_argument("--algos", nargs="+", help="names: grpo, grpo:hc_g8, ppo@300k, ...")
     parser.add_argument("--seeds", nargs="+", type=int)
@@ -1027,7 +1029,8 @@ def main(argv: list[str] | None = None) -> None:
     data = Data(cells, curves, results)
     if args.summary:
         text = summary_table(data, args.envs, args.algos, args.seeds)
-        Path(args.summary).write_text(text + "\n")
+        if args.summary != "-":
+            Path(args.summary).write_text(text + "\n")
         print(text)
         return
     stale = update_pages(data, [Path(p) for p in args.pages], check=args.check)
