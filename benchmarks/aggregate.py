@@ -1011,6 +1011,7 @@ def summary_table(data: Data, envs, algos, seeds) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=str(RESULTS), help="the folder of the data files")
+    parser.add_argument("--table", help="the folder of cells.csv.gz and curves.csv.gz (default: --results)")
     parser.add_argument("--pages", nargs="*", default=[str(p) for p in PAGES], help="pages with generated blocks")
     parser.add_argument("--check", action="store_true", help="only check that the pages' generated blocks are current")
     parser.add_argument("--no-plots", action="store_true")
@@ -1023,9 +1024,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int)
     args = parser.parse_args(argv)
     results = Path(args.results)
-    cells, curves = load(results / table.CELLS.name, results / table.CURVES.name)
+    cells_dir = Path(args.table or results)
+    cells, curves = load(cells_dir / table.CELLS.name, cells_dir / table.CURVES.name)
     if not cells:
-        raise SystemExit(f"no cells in {results / table.CELLS.name}")
+        raise SystemExit(f"no cells in {cells_dir / table.CELLS.name}")
     data = Data(cells, curves, results)
     if args.summary:
         text = summary_table(data, args.envs, args.algos, args.seeds)

@@ -16,7 +16,7 @@ advantage ``E[A^2]`` means a less noisy one. Printed overall and by step within 
 
     python -m benchmarks.exp_baseline_variance --steps 100000 --seed 0
 
-Measured (twentieth session, seeds 0-2, after 100k and 250k steps): the best kernel lowers ``E[A^2]`` by 1-15% (by
+Measured (seeds 0-2, after 100k and 250k steps): the best kernel lowers ``E[A^2]`` by 1-15% (by
 1-13% with h = 1), the nearest member raises it by 2-42%, and in the first 5 steps of a segment, where the members'
 states barely differ yet, ``E[A^2]`` is already 38-61% of its mean over the segment: much of the variance is the
 members' own later action noise, which no comparison at the same step removes. Training is unchanged by the recording.

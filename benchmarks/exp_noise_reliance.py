@@ -1,5 +1,5 @@
 """
-Issue 10 diagnosis: does a trained policy rely on its action noise?
+Diagnosis: does a trained policy rely on its action noise?
 
 Trains one harness cell (the sweep's hyperparameters, seed and budget, built as ``benchmarks.harness`` builds them, so
 the training run is that cell's: checked bit for bit on ``hop_anneal`` seed 26) with SB3's CSV logger
@@ -11,7 +11,7 @@ and the distance moved along x where the env is MuJoCo's) and the episode length
 
     python -m benchmarks.exp_noise_reliance --algo grpo:hop_anneal --env Hopper-v5 --seed 26
 
-Thirteenth session, ``hop_anneal`` seed 26 (225.6 at 300k): deterministic it falls after ~200 steps from every
+``hop_anneal`` seed 26 (225.6 at 300k): deterministic it falls after ~200 steps from every
 start; with noise of std 0.005 / 0.01 / 0.02 / 0.03 it scores 229 / 371 / 966 / 981 (10 starts).
 """
 

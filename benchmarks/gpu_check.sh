@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_check.sh [OUT_DIR]      # default OUT_DIR: benchmarks/results/gpu
 #
 # Needs sb3_grpo and its test/mujoco extras installed (or, offline, wheels in .whl/: they are installed into
-# /tmp/site first, as on the lent H100 of the fifteenth session). Runs one thing at a time: the CUDA tests, the
+# /tmp/site first, as on the lent H100 of benchmarks/results/gpu_h100). Runs one thing at a time: the CUDA tests, the
 # ExactTRPO policy-step timing on cuda and cpu, the throughput benchmark on cuda and cpu, and examples/train_on_gpu.py
 # with and without the GPU.
 set -o pipefail
