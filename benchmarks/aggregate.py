@@ -525,18 +525,33 @@ def block_paired(data: Data) -> str:
     return "\n".join(markdown(header, body))
 
 
-def block_instructions(data: Data) -> str:
-    rows = list(csv.DictReader((data.results / "instructions_adaptive_kl_ppo.csv").open()))
+def _instructions_per_iteration(path: Path) -> dict[str, dict[str, float]]:
+    """``{env: {algo: instructions per iteration}}``: the difference between runs of two lengths over their
+    difference in iterations (setup cancels out)."""
     per: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
-    for r in rows:
+    for r in csv.DictReader(path.open()):
         per[(r["env"], r["algo"])][int(r["iterations"])] = int(r["instructions"])
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for (env, algo), counts in per.items():
+        out[env][algo] = (counts[max(counts)] - counts[min(counts)]) / (max(counts) - min(counts))
+    return out
+
+
+def block_instructions(data: Data) -> str:
     body = []
-    for env in dict.fromkeys(r["env"] for r in rows):
-        m = {a: (c[max(c)] - c[min(c)]) / (max(c) - min(c)) for (e, a), c in per.items() if e == env}
-        body.append(
-            [env, f"{m['adaptive_kl_ppo'] / 1e6:,.1f}", f"{m['ppo'] / 1e6:,.1f}", f"{m['ppo'] / m['adaptive_kl_ppo']:.3f}"]
-        )
-    return "\n".join(markdown(["env", "AdaptiveKLPPO (M instr / iteration)", "PPO (M instr / iteration)", "ratio"], body))
+    for env, m in _instructions_per_iteration(data.results / "instructions_adaptive_kl_ppo.csv").items():
+        ours, ppo = m["adaptive_kl_ppo"], m["ppo"]
+        body.append([env, f"{ours / 1e6:,.1f}", f"{ppo / 1e6:,.1f}", f"{ppo / ours:.3f}"])
+    lines = markdown(["env", "AdaptiveKLPPO (M instr / iteration)", "PPO (M instr / iteration)", "ratio"], body)
+    rollouts = data.results / "instructions_adaptive_kl_ppo_rollouts.csv"
+    if rollouts.exists():  # the same with train() skipped: both policies keep their initial weights
+        for env, m in _instructions_per_iteration(rollouts).items():
+            ours, ppo = m["adaptive_kl_ppo"], m["ppo"]
+            lines += [
+                "",
+                f"{env}, rollout alone: {ours / 1e6:,.1f} against {ppo / 1e6:,.1f} M instructions, ratio {ppo / ours:.3f}.",
+            ]
+    return "\n".join(lines)
 
 
 def block_soak(data: Data) -> str:
