@@ -367,7 +367,19 @@ def test_a_plugin_that_implements_no_hook_is_named_with_the_reason(fake_entry_po
                       r"registers nothing: " + match):  # fmt: skip
         plugins = sb3_grpo.list_plugins()
     assert {p["name"]: p["hooks"] for p in plugins}["silent"] == {}
-    assert "implements no hook: registers nothing" in _cli_output("plugins")
+    assert "silent  (" in _cli_output("plugins") and "implements no hook: registers nothing" in _cli_output("plugins")
+
+
+def test_cli_strict_fails_on_a_plugin_that_registers_nothing(fake_entry_points, monkeypatch, capsys):
+    from sb3_grpo.cli import main
+
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    fake_entry_points(silent="nomarker_mod")
+    assert main(["plugins", "--strict"]) == 1
+    assert "sb3-grpo: warning: The sb3_grpo plugin 'silent'" in capsys.readouterr().err
+    fake_entry_points(pkg="hookspkg.hooks")
+    sb3_grpo.plugins._reset_for_tests()
+    assert main(["plugins", "--strict"]) == 0
 
 
 def test_a_plugin_object_registered_in_process_with_no_hook_warns(fresh_plugins):
