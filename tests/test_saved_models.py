@@ -252,3 +252,15 @@ def test_a_plugin_that_is_not_installed_is_named(planted):
     with pytest.raises(PluginError, match=r"reward function 'planted_reward' from the sb3_grpo plugin 'planted'") as info:
         GRPO.load(path, device="cpu", custom_objects=estimator)
     assert "lacks" not in str(info.value) and "SB3_GRPO_LOAD_PLUGINS" not in str(info.value)
+
+
+def test_a_file_object_is_checked_and_left_where_it_was():
+    import io
+
+    buffer = io.BytesIO()
+    _new(ExactTRPO).save(buffer)
+    buffer.seek(0)
+    with pytest.raises(ValueError, match=r"saved by ExactTRPO .*Load it with ExactTRPO.load"):
+        GRPO.load(buffer, device="cpu")
+    assert buffer.tell() == 0
+    assert isinstance(ExactTRPO.load(buffer, device="cpu"), ExactTRPO)
