@@ -1,5 +1,6 @@
 """The plugin manager and registries: discovery, clashes, faulty plugins, wrong signatures, in-process use."""
 
+import importlib
 import importlib.metadata
 import inspect
 import os
@@ -494,3 +495,18 @@ def test_cli_runs_as_a_module_and_reports_plugin_errors():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 1
     assert "sb3-grpo: error: Plugin 'flaky' raised while registering reward functions" in run.stderr
+
+
+def test_console_script_is_declared():
+    import pathlib
+    import re
+
+    from sb3_grpo.cli import main
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    scripts = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    (target,) = re.findall(r'^sb3-grpo\s*=\s*"([^"]+)"', scripts, flags=re.M)
+    module, _, function = target.partition(":")
+    assert getattr(importlib.import_module(module), function) is main
+    installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")}
+    assert installed.get("sb3-grpo", target) == target  # where the package is installed with it, it points there
