@@ -5,13 +5,17 @@ from importlib.metadata import version as _version
 
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
-from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
-from sb3_grpo.common.rewards import Trajectory
+from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
+from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.common.snapshots import SnapshotError
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
+from sb3_grpo.grpo.grpo import NonReproducibleResetError
 from sb3_grpo.hookspecs import hookimpl
 from sb3_grpo.plugins import (
     PluginError,
+    PluginWarning,
+    UnknownNameError,
     available_advantage_estimators,
     available_reward_functions,
     get_advantage_estimator,
@@ -36,9 +40,15 @@ __all__ = [
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
+    "EstimatorError",
     "ExactTRPO",
+    "NonReproducibleResetError",
     "PluginError",
+    "PluginWarning",
+    "RewardFunctionError",
+    "SnapshotError",
     "Trajectory",
+    "UnknownNameError",
     "__version__",
     "available_advantage_estimators",
     "available_reward_functions",

@@ -4,15 +4,16 @@ Hook specifications of sb3_grpo.
 A plugin is any module or object holding functions decorated with :data:`hookimpl` whose names match
 the hooks below. Built-in estimators and reward functions are registered through these very hooks
 (``sb3_grpo/default_plugins/``); third-party distributions declare an entry point in the ``sb3_grpo``
-group::
+group whose value is the module holding the ``@hookimpl`` functions::
 
     # pyproject.toml of your distribution
     [project.entry-points.sb3_grpo]
-    my_plugin = "my_package.sb3_plugin"
+    my_plugin = "my_package.hooks"
 
 Every hook receives a ``register`` callback and returns nothing: the plugin calls ``register(name, obj)``
 once per object it provides. Names are what users type in configs, YAML files and on the command line;
-they must be unique across all installed plugins (a clash is an error naming both plugins).
+they must be unique across all installed plugins (a clash is an error naming both plugins and where each comes
+from). A plugin that implements no hook gets a :class:`sb3_grpo.PluginWarning` naming it.
 
 Hooks are called once, lazily, the first time a name is looked up (see :mod:`sb3_grpo.plugins`).
 """

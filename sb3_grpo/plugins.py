@@ -9,6 +9,10 @@ The plugin manager of sb3_grpo, and the registries it feeds.
   comma-separated list of entry-point names loads only those; an empty string loads none (built-ins always load).
 - Objects can also be registered in-process (tests, notebooks): :func:`register_advantage_estimator`,
   :func:`register_reward_function`, or a whole plugin object with :func:`register_plugin`.
+- A plugin that implements no hook (a function without ``@sb3_grpo.hookimpl``, another project's marker, or an
+  entry point naming a module without the hooks) registers nothing: a :class:`PluginWarning` says so and why, at
+  load or registration time. :func:`list_plugins` (and ``sb3-grpo plugins`` on the command line) shows what each
+  plugin registered.
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import os
 import threading
+import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +41,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "LOAD_PLUGINS_ENV",
     "PluginError",
+    "PluginWarning",
     "UnknownNameError",
     "available_advantage_estimators",
     "available_reward_functions",
@@ -67,6 +75,10 @@ class PluginError(RuntimeError):
     """A plugin could not be loaded, raised while registering, or clashes with another one."""
 
 
+class PluginWarning(UserWarning):
+    """A plugin registers nothing, or ``SB3_GRPO_LOAD_PLUGINS`` names a plugin that is not installed."""
+
+
 class UnknownNameError(KeyError):
     """A name that no plugin registered. The message lists the names that exist."""
 
@@ -81,6 +93,8 @@ _lock = threading.RLock()
 _loaded = False
 #: entry-point name -> "distribution version" (for listings and error messages)
 _plugin_sources: dict[str, str] = {}
+#: installed plugins that SB3_GRPO_LOAD_PLUGINS left out: entry-point name -> (module it names, "distribution version")
+_skipped_plugins: dict[str, tuple[str, str]] = {}
 
 
 # -------------------------------------------------------------------------
@@ -94,7 +108,33 @@ def _selected_entry_points() -> list[importlib.metadata.EntryPoint]:
     if wanted is None:
         return entry_points
     names = {name.strip() for name in wanted.split(",") if name.strip()}
+    installed = sorted({ep.name for ep in entry_points})
+    unknown = sorted(names - set(installed))
+    if unknown:
+        warnings.warn(
+            f"{LOAD_PLUGINS_ENV}={wanted!r} names {', '.join(map(repr, unknown))}, which no installed distribution "
+            f"provides as an sb3_grpo plugin, so nothing is loaded for {'it' if len(unknown) == 1 else 'them'}. "
+            f"Installed sb3_grpo plugins (entry-point names): {', '.join(installed) or '(none)'}.",
+            PluginWarning,
+            stacklevel=4,
+        )
+    for ep in entry_points:
+        if ep.name not in names:
+            _skipped_plugins[ep.name] = (ep.value.split(":")[0], _entry_point_source(ep))
     return [ep for ep in entry_points if ep.name in names]
+
+
+def _filter_note() -> str:
+    """A sentence for "unknown name" errors when SB3_GRPO_LOAD_PLUGINS restricts loading ("" when it does not)."""
+    wanted = os.environ.get(LOAD_PLUGINS_ENV)
+    if wanted is None:
+        return ""
+    skipped = ", ".join(f"{name!r} ({source})" for name, (_module, source) in sorted(_skipped_plugins.items()))
+    return (
+        f" {LOAD_PLUGINS_ENV}={wanted!r} is set, so only the plugins it names load"
+        + (f"; installed but not loaded: {skipped}" if skipped else "")
+        + f". Add the plugin's entry-point name to {LOAD_PLUGINS_ENV} (or unset it to load every installed plugin)."
+    )
 
 
 def _entry_point_source(ep: importlib.metadata.EntryPoint) -> str:
@@ -137,6 +177,7 @@ def load_plugins() -> None:
                 ) from exc
             pm.register(plugin, name=ep.name)
             _plugin_sources[ep.name] = source
+            _warn_if_no_hooks(plugin, ep.name, f"{source}, entry point {ep.value!r}")
         try:
             pm.check_pending()
         except pluggy.PluginValidationError as exc:
@@ -144,17 +185,82 @@ def load_plugins() -> None:
         _loaded = True
 
 
-def list_plugins() -> list[dict[str, str]]:
-    """The active plugins: ``[{"name": ..., "source": ...}]`` (built-in, in-process, or the distribution)."""
+def list_plugins() -> list[dict[str, Any]]:
+    """The active plugins and what each registered, in registration order (built-ins first).
+
+    :return: one dict per plugin: ``name`` (the entry-point name, the module of a built-in, or the name given to
+        :func:`register_plugin`), ``source`` (``"built-in"``, ``"<in-process>"`` or ``"distribution version"``)
+        and ``hooks``: for each hook the plugin implements, the names it registered through it, e.g.
+        ``{"register_advantage_estimators": ["group_rank"], "register_reward_functions": [...]}``. A plugin whose
+        ``hooks`` is empty implements no hook (a :class:`PluginWarning` said why when it was loaded). Names
+        registered with :func:`register_advantage_estimator` and its siblings appear under a last entry named
+        ``"<in-process>"``.
+    :raises PluginError: as the registries do (a plugin that raises while registering, a name clash).
+    """
     load_plugins()
-    out = []
-    for name, _plugin in pm.list_name_plugin():
-        if name in DEFAULT_PLUGINS:
-            source = "built-in"
-        else:
-            source = _plugin_sources.get(name, IN_PROCESS)
-        out.append({"name": name, "source": source})
+    registered: dict[str, dict[str, list[str]]] = {}
+    for registry in _REGISTRIES:
+        registry.entries  # noqa: B018  (builds the registry: runs the hooks once)
+        for plugin_name, names in registry.registered_by.items():
+            registered.setdefault(plugin_name, {})[registry.hook_name] = list(names)
+    out: list[dict[str, Any]] = []
+    for name, plugin in pm.list_name_plugin():
+        hooks = {caller.name: registered.get(name, {}).get(caller.name, []) for caller in pm.get_hookcallers(plugin) or []}
+        out.append({"name": name, "source": _plugin_source(name), "hooks": dict(sorted(hooks.items()))})
+    local = {registry.hook_name: sorted(registry._local) for registry in _REGISTRIES if registry._local}
+    if local:
+        out.append({"name": IN_PROCESS, "source": IN_PROCESS, "hooks": local})
     return out
+
+
+def _plugin_source(name: str) -> str:
+    if name in DEFAULT_PLUGINS:
+        return "built-in"
+    return _plugin_sources.get(name, IN_PROCESS)
+
+
+def _describe(plugin_name: str) -> str:
+    """``'rank' (sb3-grpo-rank-plugin 0.1.0)``: a plugin and where it comes from, for error messages."""
+    if plugin_name == IN_PROCESS:
+        return "a registration made in-process"
+    source = _plugin_source(plugin_name)
+    return f"{plugin_name!r} ({'registered in-process' if source == IN_PROCESS else source})"
+
+
+def _warn_if_no_hooks(plugin: Any, name: str, where: str) -> None:
+    """Warn that a just-registered plugin implements no hook, saying why and what to add."""
+    if pm.get_hookcallers(plugin):
+        return
+    hooks = sorted(hook for hook in vars(hookspecs) if hasattr(getattr(hookspecs, hook), "sb3_grpo_spec"))
+    reasons = []
+    for hook in hooks:
+        function = getattr(plugin, hook, None)
+        if not callable(function):
+            continue
+        markers = sorted(attr[: -len("_impl")] for attr in dir(function) if attr.endswith("_impl"))
+        if markers:
+            reasons.append(
+                f"its {hook} is marked with the hookimpl of another project ({', '.join(map(repr, markers))}), not sb3_grpo's"
+            )
+        else:
+            reasons.append(f"its {hook} is not decorated with @sb3_grpo.hookimpl")
+    if not reasons:
+        reason = f"{getattr(plugin, '__name__', type(plugin).__name__)!r} holds none of the hook functions"
+        if isinstance(plugin, types.ModuleType) and hasattr(plugin, "__path__"):
+            with contextlib.suppress(Exception):
+                if importlib.util.find_spec(f"{plugin.__name__}.hooks") is not None:
+                    reason += (
+                        f" (they may be in {plugin.__name__}.hooks: the entry point must name the module that holds "
+                        f'them, e.g. {name} = "{plugin.__name__}.hooks")'
+                    )
+        reasons.append(reason)
+    warnings.warn(
+        f"The sb3_grpo plugin {name!r} ({where}) implements no hook, so it registers nothing: {'; '.join(reasons)}. "
+        f"A hook is a function named exactly like one of {', '.join(hooks)}, decorated with @hookimpl "
+        "(from sb3_grpo import hookimpl), in the module the entry point names.",
+        PluginWarning,
+        stacklevel=4,
+    )
 
 
 def register_plugin(plugin: Any, name: str | None = None) -> str:
@@ -173,6 +279,7 @@ def register_plugin(plugin: Any, name: str | None = None) -> str:
         except pluggy.PluginValidationError as exc:
             pm.unregister(name=registered)
             raise PluginError(f"Plugin {registered!r} implements a hook that sb3_grpo does not define: {exc}") from exc
+        _warn_if_no_hooks(plugin, registered, "registered in-process")  # type: ignore[arg-type]
         _invalidate()
         return registered  # type: ignore[return-value]
 
@@ -206,16 +313,21 @@ class _Registry:
         self.validate = validate
         self._entries: dict[str, _Entry] | None = None
         self._local: dict[str, _Entry] = {}
+        #: plugin name -> the names its hook registered (set when the registry is built; for :func:`list_plugins`)
+        self.registered_by: dict[str, list[str]] = {}
 
     def _build(self) -> dict[str, _Entry]:
         load_plugins()
         entries: dict[str, _Entry] = {}
+        self.registered_by = {}
         hook = getattr(pm.hook, self.hook_name)
         for impl in hook.get_hookimpls():  # in registration order: built-ins first
             plugin_name = impl.plugin_name
+            self.registered_by.setdefault(plugin_name, [])
 
             def register(name: str, obj: Any, _plugin: str = plugin_name) -> None:
                 self._add(entries, name, obj, _plugin)
+                self.registered_by[_plugin].append(name)
 
             try:
                 impl.function(*[{"register": register}[arg] for arg in impl.argnames])
@@ -239,8 +351,8 @@ class _Registry:
             )
         if name in entries:
             raise PluginError(
-                f"Two plugins claim the {self.kind} name {name!r}: {entries[name].plugin!r} and {plugin!r}. "
-                f"Uninstall one, or restrict loading with {LOAD_PLUGINS_ENV}."
+                f"Two plugins claim the {self.kind} name {name!r}: {_describe(entries[name].plugin)} and "
+                f"{_describe(plugin)}. Uninstall one, or leave one out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
             )
         try:
             self.validate(name, obj, plugin)
@@ -263,7 +375,7 @@ class _Registry:
         if name not in entries:
             raise UnknownNameError(
                 f"Unknown {self.kind} {name!r}. Available: {', '.join(sorted(entries)) or '(none)'}. "
-                f"Install or register a plugin that provides it."
+                f"Install or register a plugin that provides it.{_filter_note()}"
             )
         return entries[name]
 
@@ -293,7 +405,7 @@ class _Registry:
 
 
 def _invalidate() -> None:
-    for registry in (_estimators, _reward_functions, _snapshots):
+    for registry in _REGISTRIES:
         registry._entries = None
 
 
@@ -359,6 +471,7 @@ def _validate_snapshotter(name: str, obj: Any, plugin: str) -> None:
 
 
 _snapshots = _Registry("state snapshotter", "register_state_snapshots", _validate_snapshotter)
+_REGISTRIES = (_estimators, _reward_functions, _snapshots)
 
 
 # -------------------------------------------------------------------------
@@ -475,6 +588,7 @@ def _reset_for_tests() -> None:
         for name, _plugin in list(pm.list_name_plugin()):
             pm.unregister(name=name)
         _plugin_sources.clear()
+        _skipped_plugins.clear()
         _loaded = False
         _estimators._local.clear()
         _reward_functions._local.clear()

@@ -1,5 +1,6 @@
 """The plugin manager and registries: discovery, clashes, faulty plugins, wrong signatures, in-process use."""
 
+import importlib
 import importlib.metadata
 import inspect
 import os
@@ -116,14 +117,18 @@ def test_two_plugins_claiming_one_name_are_both_named(fresh_plugins):
     sb3_grpo.register_plugin(EstimatorPlugin(), name="first-plugin")
     sb3_grpo.register_plugin(EstimatorPlugin(), name="second-plugin")
     with pytest.raises(
-        PluginError, match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' and 'second-plugin'"
+        PluginError,
+        match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' \(registered in-process\) and "
+        r"'second-plugin' \(registered in-process\)",
     ):
         sb3_grpo.available_advantage_estimators()
 
 
 def test_a_plugin_clashing_with_a_builtin_is_named(fresh_plugins):
     sb3_grpo.register_plugin(EstimatorPlugin(name="gae"), name="shadow-plugin")
-    with pytest.raises(PluginError, match=r"'gae': 'sb3_grpo.default_plugins.advantage_estimators' and 'shadow-plugin'"):
+    with pytest.raises(
+        PluginError, match=r"'gae': 'sb3_grpo.default_plugins.advantage_estimators' \(built-in\) and 'shadow-plugin'"
+    ):
         sb3_grpo.get_advantage_estimator("gae")
 
 
@@ -307,3 +312,200 @@ def test_hook_is_documented(hook):
         assert f":param {param}:" in doc, f"{hook} does not document {param}"
     assert "Example::" in doc and "@hookimpl" in doc, f"{hook} has no example"
     assert "Called once" in doc, f"{hook} does not say when it is called"
+
+
+# -------------------------------------------------------------------------
+# Plugins that register nothing, SB3_GRPO_LOAD_PLUGINS naming nothing installed, list_plugins, `sb3-grpo plugins`
+# -------------------------------------------------------------------------
+
+PLUGIN_MODULES = {
+    # a hook function without the marker
+    "nomarker_mod.py": "def register_reward_functions(register):\n    register('nomarker_reward', lambda t: 1.0)\n",
+    # another project's marker
+    "othermarker_mod.py": (
+        "import pluggy\nhookimpl = pluggy.HookimplMarker('llm')\n\n"
+        "@hookimpl\ndef register_reward_functions(register):\n    register('other_reward', lambda t: 1.0)\n"
+    ),
+    # the entry point names the package, the hooks are in its hooks module
+    "hookspkg/__init__.py": "",
+    "hookspkg/hooks.py": (
+        "from sb3_grpo import hookimpl\n\n"
+        "@hookimpl\ndef register_reward_functions(register):\n    register('pkg_reward', lambda t: 1.0)\n"
+    ),
+}
+
+
+@pytest.fixture
+def fake_entry_points(tmp_path, monkeypatch, fresh_plugins):
+    """Install entry points of the ``sb3_grpo`` group that name modules written to ``tmp_path``."""
+    for relative, text in PLUGIN_MODULES.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = importlib.metadata.entry_points
+
+    def install(**plugins):
+        eps = [importlib.metadata.EntryPoint(name=n, value=v, group="sb3_grpo") for n, v in plugins.items()]
+        monkeypatch.setattr(
+            importlib.metadata, "entry_points", lambda **kw: eps if kw.get("group") == "sb3_grpo" else real(**kw)
+        )
+
+    return install
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("nomarker_mod", r"its register_reward_functions is not decorated with @sb3_grpo.hookimpl"),
+        ("othermarker_mod", r"its register_reward_functions is marked with the hookimpl of another project \('llm'\)"),
+        ("hookspkg", r"'hookspkg' holds none of the hook functions \(they may be in hookspkg.hooks: .*hookspkg.hooks"),
+    ],
+)
+def test_a_plugin_that_implements_no_hook_is_named_with_the_reason(fake_entry_points, monkeypatch, value, match):
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    fake_entry_points(silent=value)
+    with pytest.warns(sb3_grpo.PluginWarning, match=r"The sb3_grpo plugin 'silent' \(.*\) implements no hook, so it "
+                      r"registers nothing: " + match):  # fmt: skip
+        plugins = sb3_grpo.list_plugins()
+    assert {p["name"]: p["hooks"] for p in plugins}["silent"] == {}
+    assert "silent  (" in _cli_output("plugins") and "implements no hook: registers nothing" in _cli_output("plugins")
+
+
+def test_cli_strict_fails_on_a_plugin_that_registers_nothing(fake_entry_points, monkeypatch, capsys):
+    from sb3_grpo.cli import main
+
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    fake_entry_points(silent="nomarker_mod")
+    assert main(["plugins", "--strict"]) == 1
+    assert "sb3-grpo: warning: The sb3_grpo plugin 'silent'" in capsys.readouterr().err
+    fake_entry_points(pkg="hookspkg.hooks")
+    sb3_grpo.plugins._reset_for_tests()
+    assert main(["plugins", "--strict"]) == 0
+
+
+def test_a_plugin_object_registered_in_process_with_no_hook_warns(fresh_plugins):
+    class NoMarker:
+        def register_advantage_estimators(self, register):
+            register("median", Median)
+
+    with pytest.warns(sb3_grpo.PluginWarning, match=r"'no-marker' \(registered in-process\) implements no hook.*"
+                      r"register_advantage_estimators is not decorated with @sb3_grpo.hookimpl"):  # fmt: skip
+        sb3_grpo.register_plugin(NoMarker(), name="no-marker")
+
+
+def test_a_plugin_with_hooks_does_not_warn(fake_entry_points, monkeypatch, recwarn):
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    fake_entry_points(pkg="hookspkg.hooks")
+    assert "pkg_reward" in sb3_grpo.available_reward_functions()
+    assert not [w for w in recwarn if issubclass(w.category, sb3_grpo.PluginWarning)]
+
+
+def test_list_plugins_shows_what_each_plugin_registered(fresh_plugins):
+    sb3_grpo.register_plugin(EstimatorPlugin(), name="median-plugin")
+    sb3_grpo.register_reward_function("double", lambda t: 2.0)
+    plugins = {p["name"]: p for p in sb3_grpo.list_plugins()}
+    builtin = plugins["sb3_grpo.default_plugins.advantage_estimators"]
+    assert builtin["source"] == "built-in"
+    assert set(builtin["hooks"]) == {"register_advantage_estimators"}
+    assert {"gae", "group_zscore", "n_step"} <= set(builtin["hooks"]["register_advantage_estimators"])
+    assert plugins["sb3_grpo.default_plugins.state_snapshots"]["hooks"] == {
+        "register_state_snapshots": ["classic_control", "mujoco"]
+    }
+    assert plugins["median-plugin"] == {
+        "name": "median-plugin",
+        "source": "<in-process>",
+        "hooks": {"register_advantage_estimators": ["median"]},
+    }
+    assert plugins["<in-process>"]["hooks"] == {"register_reward_functions": ["double"]}
+
+
+def test_load_plugins_naming_a_plugin_that_is_not_installed_warns(fake_entry_points, monkeypatch):
+    fake_entry_points(pkg="hookspkg.hooks", other="nomarker_mod")
+    monkeypatch.setenv("SB3_GRPO_LOAD_PLUGINS", "pgk")
+    with pytest.warns(
+        sb3_grpo.PluginWarning,
+        match=r"SB3_GRPO_LOAD_PLUGINS='pgk' names 'pgk', which no installed distribution provides as an sb3_grpo "
+        r"plugin, so nothing is loaded for it. Installed sb3_grpo plugins \(entry-point names\): other, pkg\.",
+    ):
+        names = sb3_grpo.available_reward_functions()
+    assert "pkg_reward" not in names
+
+
+@pytest.mark.parametrize("lookup", ["estimator", "reward", "snapshot"])
+def test_unknown_name_errors_mention_the_plugin_filter(fake_entry_points, fresh_plugins, monkeypatch, lookup):
+    fake_entry_points(pkg="hookspkg.hooks")
+    monkeypatch.setenv("SB3_GRPO_LOAD_PLUGINS", "")
+    function = {
+        "estimator": sb3_grpo.get_advantage_estimator,
+        "reward": sb3_grpo.get_reward_function,
+        "snapshot": sb3_grpo.plugins._snapshots.lookup,
+    }[lookup]
+    with pytest.raises(
+        UnknownNameError,
+        match=r"Unknown .* 'pkg_thing'.* SB3_GRPO_LOAD_PLUGINS='' is set, so only the plugins it names load; installed but "
+        r"not loaded: 'pkg' \(hookspkg.hooks\)\. Add the plugin's entry-point name to SB3_GRPO_LOAD_PLUGINS",
+    ):
+        function("pkg_thing")
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS")
+    fresh_plugins._reset_for_tests()
+    with pytest.raises(UnknownNameError) as info:
+        function("pkg_thing")
+    assert "SB3_GRPO_LOAD_PLUGINS" not in str(info.value)
+
+
+def _cli_output(*argv):
+    import contextlib
+    import io
+
+    from sb3_grpo.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0
+    return out.getvalue()
+
+
+def test_cli_plugins_lists_names_per_hook(fresh_plugins):
+    sb3_grpo.register_plugin(EstimatorPlugin(), name="median-plugin")
+    text = _cli_output("plugins")
+    assert "sb3_grpo.default_plugins.advantage_estimators  (built-in)\n    register_advantage_estimators: gae, " in text
+    assert "median-plugin  (<in-process>)\n    register_advantage_estimators: median\n" in text
+    import json
+
+    assert json.loads(_cli_output("plugins", "--json")) == sb3_grpo.list_plugins()
+
+
+def test_cli_runs_as_a_module():
+    env = {**os.environ, "SB3_GRPO_LOAD_PLUGINS": ""}
+    run = subprocess.run([sys.executable, "-m", "sb3_grpo", "plugins"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    expected = "sb3_grpo.default_plugins.reward_functions  (built-in)\n    register_reward_functions: episodic_return"
+    assert expected in run.stdout
+
+
+def test_cli_reports_plugin_errors(fresh_plugins, capsys):
+    from sb3_grpo.cli import main
+
+    class Raising:
+        @hookimpl
+        def register_reward_functions(self, register):
+            raise RuntimeError("database unreachable")
+
+    sb3_grpo.register_plugin(Raising(), name="flaky")
+    assert main(["plugins"]) == 1
+    assert "sb3-grpo: error: Plugin 'flaky' raised while registering reward functions" in capsys.readouterr().err
+
+
+def test_console_script_is_declared():
+    import pathlib
+    import re
+
+    from sb3_grpo.cli import main
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    scripts = text.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    (target,) = re.findall(r'^sb3-grpo\s*=\s*"([^"]+)"', scripts, flags=re.M)
+    module, _, function = target.partition(":")
+    assert getattr(importlib.import_module(module), function) is main
+    installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")}
+    assert installed.get("sb3-grpo", target) == target  # where the package is installed with it, it points there

@@ -204,6 +204,48 @@ def test_config_env_kwargs_reach_the_training_envs_only(tmp_path):
     assert eval_env.envs[0].spec.max_episode_steps == 500
 
 
+@pytest.mark.parametrize(
+    "written", ["{scale: batch, eps: 0.01}", "\"dict(scale='batch', eps=0.01)\"", "\"{'scale': 'batch', 'eps': 0.01}\""]
+)
+def test_advantage_kwargs_in_a_config_as_a_mapping_or_a_python_string(tmp_path, written):
+    """A YAML mapping, or a Python string as rl_zoo3 reads ``policy_kwargs`` strings (documented in docs/guide/zoo)."""
+    import argparse
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    register()
+    conf = tmp_path / "mine.yml"
+    conf.write_text(
+        "CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n"
+        f"  advantage_estimator: group_zscore\n  advantage_kwargs: {written}\n"
+    )
+    manager = ExperimentManager(argparse.Namespace(), "grpo", "CartPole-v1", str(tmp_path / "logs"), config=str(conf))
+    model, _ = manager.setup_experiment()
+    assert (model._estimator.scale, model._estimator.eps) == ("batch", 0.01)
+
+
+def test_a_bad_advantage_kwargs_string_names_the_key(tmp_path):
+    import argparse
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    register()
+    conf = tmp_path / "mine.yml"
+    conf.write_text("CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  advantage_kwargs: 'scale=batch'\n")
+    manager = ExperimentManager(argparse.Namespace(), "grpo", "CartPole-v1", str(tmp_path / "logs"), config=str(conf))
+    with pytest.raises(ValueError, match=r"advantage_kwargs: cannot read 'scale=batch' as a Python dict .*YAML mapping"):
+        manager.setup_experiment()
+
+
+def test_estimator_names_and_options_on_the_command_line(tmp_path):
+    """The documented form: rl_zoo3 evaluates -params values as Python, so a name needs quotes inside the value."""
+    config = _train_and_enjoy(
+        tmp_path, "grpo", "CartPole-v1", "-n", 300, "-params", "n_steps:32", "advantage_estimator:'group_mean'",
+        "advantage_kwargs:dict(scale='batch')",
+    )  # fmt: skip
+    assert config["advantage_estimator"] == "group_mean" and config["advantage_kwargs"] == {"scale": "batch"}
+
+
 def test_clip_range_high_schedule_and_unclipped_adaptive_kl(tmp_path):
     """rl_zoo3 schedules only its own keys and refuses ``None``; registration teaches it ours."""
     config = _train_and_enjoy(

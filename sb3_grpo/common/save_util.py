@@ -8,6 +8,15 @@ import pathlib
 import zipfile
 from typing import Any
 
+from sb3_grpo.common.saved_models import (
+    SAVED_BY_KEY,
+    RecordSavedByMixin,
+    check_saved_class,
+    prepare_custom_objects,
+    read_saved_data,
+)
+from sb3_grpo.plugins import UnknownNameError
+
 __all__ = ["SafeSaveMixin", "dead_workers"]
 
 
@@ -22,11 +31,13 @@ def dead_workers(env: Any) -> list[int]:
     return [i for i, process in enumerate(env.processes) if not process.is_alive()]
 
 
-class SafeSaveMixin:
+class SafeSaveMixin(RecordSavedByMixin):
     """
     ``save`` writes to a temporary file next to the target and renames it into place only once complete, so a
-    save interrupted half-way (crash, KeyboardInterrupt, full disk) never destroys the previous file.
-    ``load`` turns a truncated or foreign file into a ``ValueError`` that says what the file is not.
+    save interrupted half-way (crash, KeyboardInterrupt, full disk) never destroys the previous file; it records
+    the class that saved the file (see :mod:`sb3_grpo.common.saved_models`).
+    ``load`` turns a truncated or foreign file into a ``ValueError`` that says what the file is not, refuses a file
+    saved by another algorithm (naming it), and never unpickles code of a plugin that is switched off.
     ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into an error that says what happened and how
     to continue.
     """
@@ -61,9 +72,30 @@ class SafeSaveMixin:
                 partial.unlink()
 
     @classmethod
-    def load(cls, path: Any, *args: Any, **kwargs: Any) -> Any:
+    def load(
+        cls,
+        path: Any,
+        env: Any = None,
+        device: Any = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        data = read_saved_data(path)
+        if data is not None:
+            check_saved_class(cls, data, path)
+            custom_objects = prepare_custom_objects(cls, data, path, custom_objects)
         try:
-            return super().load(path, *args, **kwargs)  # type: ignore[misc]
+            model = super().load(  # type: ignore[misc]
+                path,
+                env=env,
+                device=device,
+                custom_objects=custom_objects,
+                print_system_info=print_system_info,
+                force_reset=force_reset,
+                **kwargs,
+            )
         except ValueError as exc:
             if "zip" not in str(exc):
                 raise  # e.g. spaces that do not match: SB3's own message is clear
@@ -78,7 +110,11 @@ class SafeSaveMixin:
                 "in place)."
             ) from exc
         except KeyError as exc:
+            if isinstance(exc, UnknownNameError):
+                raise  # a name no plugin provides: its own message says which and what exists
             raise ValueError(
                 f"Cannot load {path!s} as a {cls.__name__} model: the archive lacks {exc}, so it was not written by "
                 "model.save() of an SB3 algorithm."
             ) from exc
+        model.__dict__.pop(SAVED_BY_KEY, None)
+        return model

@@ -13,7 +13,9 @@ It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentMana
   (AdaptiveKLPPO's unclipped variant; rl_zoo3 raises on it) and turns ``lin_<x>`` strings for GRPO's
   ``clip_range_high`` into schedules, as it does for ``clip_range``;
 - ``read_hyperparameters`` honours ``--trial-id 0`` (rl_zoo3 tests ``if self.trial_id:`` and silently ignores
-  trial 0).
+  trial 0);
+- ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` string (``"dict(scale='batch')"``) as Python, the way
+  rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
 """
 
 from __future__ import annotations
@@ -108,6 +110,25 @@ def default_config_path(algo: str) -> Path | None:
     return None
 
 
+def read_kwargs_string(key: str, text: str) -> dict[str, Any]:
+    """A ``*_kwargs`` value written as a Python string in a zoo YAML file (``"dict(scale='batch')"`` or
+    ``"{'scale': 'batch'}"``), evaluated as rl_zoo3 evaluates ``policy_kwargs`` strings.
+
+    :raises ValueError: naming the key when the string is not Python that gives a dict.
+    """
+    try:
+        value = eval(text, {"dict": dict})  # the same trust as rl_zoo3's eval of policy_kwargs
+    except Exception as exc:
+        raise ValueError(
+            f"{key}: cannot read {text!r} as a Python dict ({type(exc).__name__}: {exc}). Write it as a YAML mapping "
+            f"({key}: {{scale: batch}}) or as a Python string ({key}: \"dict(scale='batch')\"); names inside the string "
+            "need quotes."
+        ) from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{key}: {text!r} gives a {type(value).__name__}, not a dict: write \"dict(scale='batch')\".")
+    return value
+
+
 # ------------------------------------------------------------------------------------------ ExperimentManager fixes
 _SCHEDULE_NONE_KEYS = ("clip_range", "clip_range_vf", "clip_range_high")
 
@@ -120,6 +141,12 @@ def _patch_experiment_manager() -> None:
         return
     original_schedules = ExperimentManager._preprocess_schedules
     original_read = ExperimentManager.read_hyperparameters
+    original_preprocess = ExperimentManager._preprocess_hyperparams
+
+    def _preprocess_hyperparams(self: Any, hyperparams: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if isinstance(hyperparams.get("advantage_kwargs"), str):
+            hyperparams["advantage_kwargs"] = read_kwargs_string("advantage_kwargs", hyperparams["advantage_kwargs"])
+        return original_preprocess(self, hyperparams, *args, **kwargs)
 
     def _preprocess_schedules(hyperparams: dict[str, Any]) -> dict[str, Any]:
         held = {key: None for key in _SCHEDULE_NONE_KEYS if key in hyperparams and hyperparams[key] is None}
@@ -152,4 +179,5 @@ def _patch_experiment_manager() -> None:
 
     ExperimentManager._preprocess_schedules = staticmethod(_preprocess_schedules)  # type: ignore[method-assign]
     ExperimentManager.read_hyperparameters = read_hyperparameters  # type: ignore[method-assign]
+    ExperimentManager._preprocess_hyperparams = _preprocess_hyperparams  # type: ignore[method-assign]
     ExperimentManager._sb3_grpo_patched = True  # type: ignore[attr-defined]

@@ -1,8 +1,8 @@
-"""A minimal sb3_grpo plugin: one advantage estimator and one reward function."""
+"""A minimal sb3_grpo plugin: one advantage estimator and one reward function (registered in ``hooks.py``)."""
 
 import numpy as np
 
-from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, Trajectory, hookimpl
+from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, Trajectory
 
 
 class GroupMedian(AdvantageEstimator):
@@ -22,13 +22,3 @@ class GroupMedian(AdvantageEstimator):
 def episode_length(trajectory: Trajectory) -> float:
     """The number of steps the episode lasted."""
     return float(trajectory.length)
-
-
-@hookimpl
-def register_advantage_estimators(register):
-    register("group_median", GroupMedian)
-
-
-@hookimpl
-def register_reward_functions(register):
-    register("episode_length", episode_length)

@@ -1,0 +1,15 @@
+"""The module the ``sb3_grpo`` entry point names: the ``@hookimpl`` functions."""
+
+from sb3_grpo import hookimpl
+
+from . import GroupMedian, episode_length
+
+
+@hookimpl
+def register_advantage_estimators(register):
+    register("group_median", GroupMedian)
+
+
+@hookimpl
+def register_reward_functions(register):
+    register("episode_length", episode_length)

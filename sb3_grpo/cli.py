@@ -1,0 +1,80 @@
+"""
+``sb3-grpo``: sb3_grpo's own command line (``python -m sb3_grpo`` is the same).
+
+::
+
+    sb3-grpo plugins           # the active plugins, where each comes from, and the names each hook registered
+    sb3-grpo plugins --json    # the same as JSON (what sb3_grpo.list_plugins() returns)
+    sb3-grpo plugins --strict  # exit status 1 if a plugin registers nothing or SB3_GRPO_LOAD_PLUGINS names a missing one
+    sb3-grpo --version
+
+Training and tuning from the command line is ``sb3-grpo-zoo`` (rl_zoo3 with sb3_grpo's algorithms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _print_plugins(as_json: bool, strict: bool) -> int:
+    from sb3_grpo.plugins import PluginError, PluginWarning, list_plugins
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PluginWarning)
+        try:
+            plugins = list_plugins()
+        except PluginError as exc:
+            print(f"sb3-grpo: error: {exc}", file=sys.stderr)
+            return 1
+    plugin_warnings = [w for w in caught if issubclass(w.category, PluginWarning)]
+    for caught_warning in caught:
+        if caught_warning in plugin_warnings:
+            print(f"sb3-grpo: warning: {caught_warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(
+                caught_warning.message, caught_warning.category, caught_warning.filename, caught_warning.lineno
+            )
+    if as_json:
+        print(json.dumps(plugins, indent=2))
+    else:
+        for plugin in plugins:
+            print(f"{plugin['name']}  ({plugin['source']})")
+            if not plugin["hooks"]:
+                print("    implements no hook: registers nothing")
+            for hook, names in plugin["hooks"].items():
+                print(f"    {hook}: {', '.join(names) or '(nothing)'}")
+    return 1 if strict and plugin_warnings else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    from sb3_grpo import __version__
+
+    parser = argparse.ArgumentParser(prog="sb3-grpo", description="sb3_grpo's command line.")
+    parser.add_argument("--version", action="version", version=f"sb3-grpo {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    plugins = commands.add_parser(
+        "plugins", help="list the active plugins and what each registered", description="List the active plugins."
+    )
+    plugins.add_argument("--json", action="store_true", help="print JSON (the value of sb3_grpo.list_plugins())")
+    plugins.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 1 on a plugin warning (a plugin that registers nothing, a missing plugin named in "
+        "SB3_GRPO_LOAD_PLUGINS): for CI",
+    )
+    args = parser.parse_args(argv)
+    if args.command == "plugins":
+        return _print_plugins(args.json, args.strict)
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
