@@ -1,0 +1,83 @@
+"""SB3 conformance: smoke runs (SB3 ``tests/test_run.py``, ``test_predict.py::test_auto_wrap``, contrib
+``tests/test_run.py::test_trpo``), and GRPO's check of reproducible group starts on SB3's test envs."""
+
+import gymnasium as gym
+import pytest
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.envs import IdentityEnvBox
+
+from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo.grpo import NonReproducibleResetError
+from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, check_timesteps
+
+
+@algo_params(ALL_ALGOS)
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_run(model_class, env_id):
+    model = model_class("MlpPolicy", env_id, seed=0, policy_kwargs=dict(net_arch=[16]), verbose=1, **algo_kwargs(model_class))
+    model.learn(total_timesteps=128)
+    check_timesteps(model_class, model.num_timesteps, 128)
+
+
+@algo_params(ALL_ALGOS)
+def test_auto_wrap(model_class):
+    """A plain gym.Env is wrapped into a VecEnv."""
+    model = model_class("MlpPolicy", gym.make("Pendulum-v1"), **algo_kwargs(model_class))
+    model.learn(100)
+
+
+@algo_params(ALL_ALGOS)
+@pytest.mark.parametrize("n_envs", [2, 3])
+def test_multi_env(model_class, n_envs):
+    env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
+    model = model_class("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), **algo_kwargs(model_class, n_steps=32, batch_size=32))
+    model.learn(2 * 32 * n_envs)
+    check_timesteps(model_class, model.num_timesteps, 2 * 32 * n_envs)
+
+
+@algo_params([PPO, ExactTRPO, AdaptiveKLPPO])
+@pytest.mark.parametrize("normalize_advantage", [False, True])
+def test_advantage_normalization(model_class, normalize_advantage):
+    model = model_class("MlpPolicy", "CartPole-v1", normalize_advantage=normalize_advantage, **algo_kwargs(model_class))
+    model.learn(64)
+
+
+@algo_params(ALL_ALGOS)
+def test_learn_again_keeps_counting(model_class):
+    """``learn(reset_num_timesteps=False)`` goes on counting; ``True`` starts again from 0."""
+    model = model_class("MlpPolicy", "CartPole-v1", seed=0, **algo_kwargs(model_class))
+    model.learn(64)
+    first = model.num_timesteps
+    model.learn(64, reset_num_timesteps=False)
+    check_timesteps(model_class, model.num_timesteps, first + 64)
+    model.learn(64, reset_num_timesteps=True)
+    check_timesteps(model_class, model.num_timesteps, 64)
+    assert model.logger is not None
+
+
+@algo_params(ALL_ALGOS)
+def test_trained_policy_changes(model_class):
+    """One ``learn`` call moves the policy's parameters (a run that trains nothing would pass every smoke test)."""
+    model = model_class("MlpPolicy", "Pendulum-v1", seed=0, policy_kwargs=dict(net_arch=[16]), **algo_kwargs(model_class))
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    model.learn(128)
+    after = model.policy.state_dict()
+    assert any(not (before[k] == after[k]).all() for k in before if "action_net" in k or "mlp_extractor.policy" in k)
+
+
+def test_grpo_non_reproducible_reset_raises_and_says_how_to_fix():
+    """SB3's ``IdentityEnvBox`` draws its states from ``action_space.sample()``, which ``reset(seed)`` does not seed:
+    the members of a GRPO group start from different states. GRPO refuses, says how to fix the env (seed
+    ``np_random`` and the spaces it samples from with the reset seed) and how to opt out."""
+    model = GRPO("MlpPolicy", IdentityEnvBox(), **algo_kwargs(GRPO))
+    with pytest.raises(NonReproducibleResetError) as error:
+        model.learn(128)
+    message = str(error.value)
+    assert "reset(seed" in message
+    # how to fix the env: seed what it samples from (np_random, the spaces) with the reset seed
+    assert "np_random" in message
+    assert "space" in message
+    assert "verify_group_starts=False" in message  # the documented escape
+    # ... and the escape trains on the same env
+    GRPO("MlpPolicy", IdentityEnvBox(), **algo_kwargs(GRPO, reproducible_reset=False)).learn(128)
