@@ -158,7 +158,7 @@ class NoOptionsResetEnv(gym.Env):
         self.ep_length = ep_length
         self.t = 0
 
-    def reset(self, seed=None):  # noqa: D417  (the old signature is the point)
+    def reset(self, seed=None):  # the old signature, without options, is the point
         if seed is not None:
             self.observation_space.seed(seed)
         self.t = 0

@@ -82,7 +82,9 @@ def test_stop_on_max_episodes_multi_env(model_class):
     """StopTrainingOnMaxEpisodes with two envs: one episode per env, then training stops (SB3 checks timesteps too)."""
     n_envs, max_episode_length = 2, 100
     envs = make_vec_env(ENV_ID, n_envs=n_envs, seed=0, env_kwargs=dict(max_episode_steps=max_episode_length))
-    model = model_class("MlpPolicy", envs, policy_kwargs=dict(net_arch=[]), **algo_kwargs(model_class, n_steps=256, batch_size=64))
+    model = model_class(
+        "MlpPolicy", envs, policy_kwargs=dict(net_arch=[]), **algo_kwargs(model_class, n_steps=256, batch_size=64)
+    )
     callback_max_episodes = StopTrainingOnMaxEpisodes(max_episodes=1, verbose=1)
     model.learn(2048, callback=CallbackList([callback_max_episodes]))
     assert callback_max_episodes.n_episodes // n_envs == 1

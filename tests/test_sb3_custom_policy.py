@@ -47,20 +47,24 @@ def test_flexible_mlp(model_class, net_arch):
     warns (SB3 converts it) and GRPO warns that a ``vf`` part is ignored."""
     kwargs = algo_kwargs(model_class, policy_kwargs=dict(net_arch=net_arch))
     old_format = isinstance(net_arch, list) and len(net_arch) > 0 and isinstance(net_arch[0], dict)
-    ignores_vf = model_class is GRPO and "vf" in (net_arch[0] if old_format else net_arch if isinstance(net_arch, dict) else {})
+    ignores_vf = model_class is GRPO and "vf" in (
+        net_arch[0] if old_format else net_arch if isinstance(net_arch, dict) else {}
+    )
     if old_format or ignores_vf:
         with pytest.warns(UserWarning):
             model = model_class("MlpPolicy", "CartPole-v1", **kwargs)
     else:
         model = model_class("MlpPolicy", "CartPole-v1", **kwargs)
     model.learn(64)
-    assert _policy_hidden_sizes(model) == _expected_pi(net_arch) + [model.action_space.n]
+    assert _policy_hidden_sizes(model) == [*_expected_pi(net_arch), model.action_space.n]
 
 
 @algo_params(ALL_ALGOS)
 @pytest.mark.parametrize("activation_fn", [nn.ReLU, nn.Tanh, nn.ELU])
 def test_activation_fn(model_class, activation_fn):
-    model = model_class("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(net_arch=[8], activation_fn=activation_fn), **algo_kwargs(model_class))
+    model = model_class(
+        "MlpPolicy", "Pendulum-v1", policy_kwargs=dict(net_arch=[8], activation_fn=activation_fn), **algo_kwargs(model_class)
+    )
     assert any(isinstance(m, activation_fn) for m in model.policy.modules())
     model.learn(64)
 
@@ -95,7 +99,9 @@ class SmallExtractor(BaseFeaturesExtractor):
 
     def __init__(self, observation_space: spaces.Box, features_dim: int = 8):
         super().__init__(observation_space, features_dim)
-        self.net = nn.Sequential(nn.Linear(int(observation_space.shape[0]), features_dim), nn.LayerNorm(features_dim), nn.ReLU())
+        self.net = nn.Sequential(
+            nn.Linear(int(observation_space.shape[0]), features_dim), nn.LayerNorm(features_dim), nn.ReLU()
+        )
 
     def forward(self, observations: th.Tensor) -> th.Tensor:
         return self.net(observations)

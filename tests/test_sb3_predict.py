@@ -87,7 +87,9 @@ def test_subclassed_space_env(model_class):
     """Subclassed spaces, a ``reset`` without ``options`` (SB3's DummyVecEnv calls it without) and episodes of random
     length; the env does not seed its resets (GRPO's escape)."""
     env = CustomSubClassedSpaceEnv()
-    model = model_class("MlpPolicy", env, policy_kwargs=dict(net_arch=[32]), **algo_kwargs(model_class, reproducible_reset=False))
+    model = model_class(
+        "MlpPolicy", env, policy_kwargs=dict(net_arch=[32]), **algo_kwargs(model_class, reproducible_reset=False)
+    )
     model.learn(300)
     obs, _ = env.reset()
     env.step(model.predict(obs))

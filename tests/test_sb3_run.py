@@ -31,7 +31,9 @@ def test_auto_wrap(model_class):
 @pytest.mark.parametrize("n_envs", [2, 3])
 def test_multi_env(model_class, n_envs):
     env = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
-    model = model_class("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), **algo_kwargs(model_class, n_steps=32, batch_size=32))
+    model = model_class(
+        "MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), **algo_kwargs(model_class, n_steps=32, batch_size=32)
+    )
     model.learn(2 * 32 * n_envs)
     check_timesteps(model_class, model.num_timesteps, 2 * 32 * n_envs)
 

@@ -21,7 +21,9 @@ def test_sde_check(model_class):
 def test_only_sde_squashed(model_class):
     """``squash_output=True`` needs gSDE (SB3 asserts; AdaptiveKLPPO may raise ValueError, an accepted deviation)."""
     with pytest.raises((AssertionError, ValueError), match=r"use_sde=True"):
-        model_class("MlpPolicy", "Pendulum-v1", use_sde=False, policy_kwargs=dict(squash_output=True), **algo_kwargs(model_class))
+        model_class(
+            "MlpPolicy", "Pendulum-v1", use_sde=False, policy_kwargs=dict(squash_output=True), **algo_kwargs(model_class)
+        )
 
 
 @algo_params(ALL_ALGOS)
@@ -32,7 +34,9 @@ def test_state_dependent_noise(model_class, use_expln, squash_output):
     the env's range (Pendulum: [-2, 2])."""
     env = StoreActionEnvWrapper(gym.make("Pendulum-v1"))
     policy_kwargs = dict(log_std_init=-2, use_expln=use_expln, net_arch=[64], squash_output=squash_output)
-    model = model_class("MlpPolicy", env, use_sde=True, seed=1, verbose=1, policy_kwargs=policy_kwargs, **algo_kwargs(model_class))
+    model = model_class(
+        "MlpPolicy", env, use_sde=True, seed=1, verbose=1, policy_kwargs=policy_kwargs, **algo_kwargs(model_class)
+    )
     model.learn(total_timesteps=255)
     actions = np.asarray(model.rollout_buffer.actions)
     assert (actions <= model.action_space.high).all()

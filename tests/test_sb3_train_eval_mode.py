@@ -73,4 +73,3 @@ def test_predict_with_dropout_batch_norm(model_class, env_id):
         np.testing.assert_allclose(first_prediction, prediction)
     for before, after in zip(stats_before, clone_batch_norm_stats(model), strict=True):
         assert th.isclose(before, after).all()
-

@@ -32,7 +32,9 @@ def test_setup_learn_collect_train(model_class, n_envs):
         assert model.num_timesteps - steps_before >= model.n_steps * n_envs
         before = [p.detach().clone() for p in model.policy.parameters()]
         model.train()
-        assert any(not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.policy.parameters(), strict=True))
+        assert any(
+            not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.policy.parameters(), strict=True)
+        )
     callback.on_training_end()
     assert callback.n_calls > 0
 

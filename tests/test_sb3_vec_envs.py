@@ -20,7 +20,6 @@ from stable_baselines3.common.vec_env import (
 
 from tests.sb3_conformance import ALL_ALGOS, DummyDictEnv, NoOptionsResetEnv, algo_kwargs, algo_params
 
-
 #: worker processes by fork (SB3's default, forkserver, starts a fresh interpreter per worker: seconds per test)
 FORK = dict(start_method="fork")
 
@@ -83,7 +82,8 @@ def test_vec_normalize_discrete_obs(model_class):
 @algo_params(ALL_ALGOS)
 def test_subproc_vec_env(model_class):
     """SubprocVecEnv with a Dict observation (SB3's ``test_multiprocessing``)."""
-    env = make_vec_env(DummyDictEnv, n_envs=2, vec_env_cls=SubprocVecEnv, env_kwargs=dict(use_discrete_actions=True), vec_env_kwargs=FORK
+    env = make_vec_env(
+        DummyDictEnv, n_envs=2, vec_env_cls=SubprocVecEnv, env_kwargs=dict(use_discrete_actions=True), vec_env_kwargs=FORK
     )
     try:
         kwargs = algo_kwargs(
@@ -101,7 +101,8 @@ def test_subproc_vec_env(model_class):
 @algo_params(ALL_ALGOS)
 def test_subproc_vec_env_box(model_class):
     """SubprocVecEnv with a registered env and Box actions, then evaluation on it."""
-    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv, env_kwargs=dict(max_episode_steps=20), vec_env_kwargs=FORK
+    env = make_vec_env(
+        "Pendulum-v1", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv, env_kwargs=dict(max_episode_steps=20), vec_env_kwargs=FORK
     )
     try:
         model = model_class("MlpPolicy", env, seed=0, **algo_kwargs(model_class, n_steps=32, batch_size=32))
@@ -145,7 +146,9 @@ def test_vec_transpose_image(model_class):
 
     env = DummyVecEnv([lambda: FakeImageEnv(screen_height=36, screen_width=36, n_channels=1)])
     env = VecTransposeImage(VecFrameStack(env, n_stack=2))
-    kwargs = algo_kwargs(model_class, reproducible_reset=False, policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16)))
+    kwargs = algo_kwargs(
+        model_class, reproducible_reset=False, policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=16))
+    )
     model = model_class("CnnPolicy", env, **kwargs).learn(64)
     assert model.observation_space.shape == (2, 36, 36)
     assert model.get_env() is env
@@ -154,7 +157,9 @@ def test_vec_transpose_image(model_class):
 @algo_params(ALL_ALGOS)
 def test_vec_monitor_and_check_nan(model_class):
     """VecMonitor and VecCheckNan on top of a DummyVecEnv: episodes are reported in ``ep_info_buffer``."""
-    env = VecCheckNan(VecMonitor(make_vec_env(make_short_pendulum, n_envs=2, seed=0, wrapper_class=None)), raise_exception=True)
+    env = VecCheckNan(
+        VecMonitor(make_vec_env(make_short_pendulum, n_envs=2, seed=0, wrapper_class=None)), raise_exception=True
+    )
     model = model_class("MlpPolicy", env, seed=0, **algo_kwargs(model_class, n_steps=32, batch_size=32))
     model.learn(128)
     assert len(model.ep_info_buffer) > 0
