@@ -2,6 +2,7 @@
 ``tests/test_run.py::test_trpo``), and GRPO's check of reproducible group starts on SB3's test envs."""
 
 import gymnasium as gym
+import numpy as np
 import pytest
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
@@ -83,3 +84,35 @@ def test_grpo_non_reproducible_reset_raises_and_says_how_to_fix():
     assert "verify_group_starts=False" in message  # the documented escape
     # ... and the escape trains on the same env
     GRPO("MlpPolicy", IdentityEnvBox(), **algo_kwargs(GRPO, reproducible_reset=False)).learn(128)
+
+
+@algo_params(ALL_ALGOS)
+def test_logger_records(tmp_path, model_class):
+    """A custom logger (``set_logger``) gets SB3's keys every iteration: time/, rollout/ep_rew_mean and train/."""
+    import csv
+
+    from stable_baselines3.common.logger import configure
+
+    env = gym.make("CartPole-v1", max_episode_steps=20)
+    model = model_class("MlpPolicy", env, seed=0, **algo_kwargs(model_class))
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(128, log_interval=1)
+    with open(tmp_path / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) >= 2
+    keys = set(rows[-1])
+    assert {"time/fps", "time/iterations", "time/total_timesteps", "rollout/ep_rew_mean", "rollout/ep_len_mean"} <= keys
+    assert any(key.startswith("train/") for key in keys)
+    assert float(rows[-1]["time/total_timesteps"]) == model.num_timesteps
+    assert float(rows[-1]["rollout/ep_len_mean"]) <= 20
+
+
+@algo_params(ALL_ALGOS)
+def test_predict_recurrent_arguments(model_class):
+    """``predict(obs, state, episode_start, deterministic)``: the recurrent-policy arguments are accepted and the
+    state comes back as None."""
+    model = model_class("MlpPolicy", "CartPole-v1", **algo_kwargs(model_class))
+    obs = model.get_env().reset()
+    action, state = model.predict(obs, state=None, episode_start=np.ones(1, dtype=bool), deterministic=True)
+    assert state is None
+    assert action.shape == (1,)
