@@ -1,9 +1,12 @@
 """SB3 conformance: smoke runs (SB3 ``tests/test_run.py``, ``test_predict.py::test_auto_wrap``, contrib
 ``tests/test_run.py::test_trpo``), and GRPO's check of reproducible group starts on SB3's test envs."""
 
+import inspect
+
 import gymnasium as gym
 import numpy as np
 import pytest
+from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.envs import IdentityEnvBox
@@ -116,3 +119,36 @@ def test_predict_recurrent_arguments(model_class):
     action, state = model.predict(obs, state=None, episode_start=np.ones(1, dtype=bool), deterministic=True)
     assert state is None
     assert action.shape == (1,)
+
+
+@pytest.mark.parametrize(
+    ("reference", "model_class"), [(TRPO, ExactTRPO), (PPO, AdaptiveKLPPO)], ids=["ExactTRPO", "AdaptiveKLPPO"]
+)
+def test_takes_every_argument_of_its_reference(reference, model_class):
+    """A TRPO (PPO) configuration ports: ExactTRPO (AdaptiveKLPPO) takes every argument its reference takes."""
+    missing = set(inspect.signature(reference.__init__).parameters) - set(inspect.signature(model_class.__init__).parameters)
+    assert not missing
+
+
+@algo_params([TRPO, ExactTRPO])
+def test_trpo_params(model_class):
+    """contrib's ``test_trpo_params``: gSDE, minibatches, sub-sampling and a pi/vf net_arch."""
+    model = model_class(
+        "MlpPolicy",
+        "Pendulum-v1",
+        n_steps=64,
+        batch_size=32,
+        use_sde=True,
+        sub_sampling_factor=4,
+        seed=0,
+        policy_kwargs=dict(net_arch=dict(pi=[32], vf=[32])),
+        verbose=1,
+    )
+    model.learn(total_timesteps=256)
+
+
+def test_exact_trpo_loads_a_trpo_save(tmp_path):
+    """ExactTRPO is a drop-in for TRPO: a model saved by sb3-contrib's TRPO loads into ExactTRPO and trains on."""
+    TRPO("MlpPolicy", "CartPole-v1", **algo_kwargs(TRPO)).learn(64).save(tmp_path / "trpo.zip")
+    model = ExactTRPO.load(tmp_path / "trpo.zip", env=gym.make("CartPole-v1"))
+    model.learn(64)
