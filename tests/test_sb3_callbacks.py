@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.callbacks import (
     BaseCallback,
     CallbackList,
@@ -22,7 +23,6 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_grpo import GRPO
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 ENV_ID = "Pendulum-v1"
 

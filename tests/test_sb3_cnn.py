@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecNormalize, VecTransposeImage, is_vecenv_wrapped
 
 from sb3_grpo import GRPO
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 
 def cnn_kwargs(model_class, **policy_kwargs):

@@ -4,12 +4,12 @@
 import pytest
 import torch as th
 from gymnasium import spaces
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from sb3_grpo import GRPO
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 NET_ARCHS = {
     "empty": [],

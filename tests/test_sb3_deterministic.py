@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.env_util import make_vec_env
-
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 N_STEPS_TRAINING = 256
 SEED = 0

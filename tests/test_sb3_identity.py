@@ -10,6 +10,7 @@ steps, TRPO reaches 66 after 1500 steps, a single update).
 
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.envs import IdentityEnv, IdentityEnvBox, IdentityEnvMultiBinary, IdentityEnvMultiDiscrete
@@ -17,7 +18,6 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 DIM = 4
 DISCRETE_ENVS = {

@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.envs import IdentityEnv, IdentityEnvMultiBinary, IdentityEnvMultiDiscrete
 from stable_baselines3.common.utils import get_device
 from stable_baselines3.common.vec_env import DummyVecEnv
-
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 
 class SubClassedBox(spaces.Box):

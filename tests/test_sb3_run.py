@@ -6,6 +6,7 @@ import inspect
 import gymnasium as gym
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, check_timesteps
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
@@ -13,7 +14,6 @@ from stable_baselines3.common.envs import IdentityEnvBox
 
 from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
 from sb3_grpo.grpo import NonReproducibleResetError
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, check_timesteps
 
 
 @algo_params(ALL_ALGOS)

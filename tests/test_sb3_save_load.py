@@ -8,13 +8,13 @@ from copy import deepcopy
 import numpy as np
 import pytest
 import torch as th
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, check_timesteps
 from stable_baselines3 import PPO
 from stable_baselines3.common.envs import FakeImageEnv, IdentityEnvBox
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, get_device
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, check_timesteps
 
 DEVICES = [
     "cpu",

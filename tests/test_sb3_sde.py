@@ -4,10 +4,10 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, StoreActionEnvWrapper, algo_kwargs, algo_params
 from stable_baselines3 import PPO
 
 from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
-from tests.sb3_conformance import ALL_ALGOS, StoreActionEnvWrapper, algo_kwargs, algo_params
 
 
 @algo_params(ALL_ALGOS)

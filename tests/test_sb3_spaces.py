@@ -5,12 +5,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from sb3_conformance import ALL_ALGOS, DummyDictEnv, SeededDummyEnv, algo_kwargs, algo_params
 from stable_baselines3 import PPO
 from stable_baselines3.common.envs import BitFlippingEnv
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
-
-from tests.sb3_conformance import ALL_ALGOS, DummyDictEnv, SeededDummyEnv, algo_kwargs, algo_params
 
 BOX_FLOAT32 = spaces.Box(low=-1, high=1, shape=(2,), dtype=np.float32)
 BOX_FLOAT64 = spaces.Box(low=-1, high=1, shape=(2,), dtype=np.float64)

@@ -5,11 +5,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.preprocessing import get_flattened_obs_dim
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
-
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 
 class FlattenBatchNormDropoutExtractor(BaseFeaturesExtractor):

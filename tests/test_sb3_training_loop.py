@@ -4,10 +4,9 @@ them: ``_setup_learn``, then ``collect_rollouts`` and ``train`` (SB3 ``tests/tes
 
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
-
-from tests.sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
 
 
 class CountSteps(BaseCallback):

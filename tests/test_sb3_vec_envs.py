@@ -4,6 +4,7 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from sb3_conformance import ALL_ALGOS, DummyDictEnv, NoOptionsResetEnv, algo_kwargs, algo_params
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.envs import SimpleMultiObsEnv
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -17,8 +18,6 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
     VecTransposeImage,
 )
-
-from tests.sb3_conformance import ALL_ALGOS, DummyDictEnv, NoOptionsResetEnv, algo_kwargs, algo_params
 
 #: worker processes by fork (SB3's default, forkserver, starts a fresh interpreter per worker: seconds per test)
 FORK = dict(start_method="fork")
