@@ -66,8 +66,7 @@ _SUPPORTED = (
 def _check_supported(distribution: Distribution) -> None:
     if not isinstance(distribution, _SUPPORTED):
         raise NotImplementedError(
-            f"No exact KL for {type(distribution).__name__} (supported: "
-            f"{', '.join(cls.__name__ for cls in _SUPPORTED)})."
+            f"No exact KL for {type(distribution).__name__} (supported: {', '.join(cls.__name__ for cls in _SUPPORTED)})."
         )
 
 
