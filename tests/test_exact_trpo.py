@@ -406,6 +406,26 @@ def test_train_and_predict_with_batch_norm_and_dropout(env_id):
         assert th.equal(a, b)
 
 
+def test_auto_fisher_subsample_bounds_the_whole_batch_backward_work():
+    # each Fisher direction of a BatchNorm actor is a backward pass over the whole batch: "auto" keeps
+    # directions x batch states <= 2**19 (256 directions for 2048 states), the refinement does the rest
+    assert len(_batch_norm_model("CartPole-v1")._fisher_states(2048, 1, exact=True)) == 256
+    assert len(_batch_norm_model("CartPole-v1")._fisher_states(4096, 2, exact=True)) == 64
+    assert len(_model("discrete")._fisher_states(2048, 1, exact=True)) == 1536
+    # Dropout beside nn.Linear layers only keeps the per-layer factorisation, and the usual number
+    dropout = dict(net_arch=[8], features_extractor_class=LinearDropoutExtractor)
+    assert len(_model("discrete", policy_kwargs=dropout)._fisher_states(2048, 1, exact=True)) == 1536
+
+
+class LinearDropoutExtractor(BaseFeaturesExtractor):
+    def __init__(self, observation_space):
+        super().__init__(observation_space, 8)
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(get_flattened_obs_dim(observation_space), 8), nn.Dropout(0.2))
+
+    def forward(self, observations):
+        return self.net(observations)
+
+
 def test_batch_norm_and_dropout_fisher_is_the_hessian_of_the_line_searchs_kl():
     # The direction solves (H + damping I) x = g with H the Hessian of the KL of the forward pass the line search
     # runs: whole-batch BatchNorm statistics and the update's Dropout masks (oracle: ExactTRPO's double-backprop

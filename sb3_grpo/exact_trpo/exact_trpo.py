@@ -50,12 +50,16 @@ from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 
-__all__ = ["AUTO_FISHER_DIRECTIONS", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
+__all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
 SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
 
 #: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
 AUTO_FISHER_DIRECTIONS = 1536
+#: ``fisher_subsample="auto"`` for an actor differentiated through whole-batch forward passes (BatchNorm in training
+#: mode, Dropout; see :func:`sb3_grpo.common.fisher.couples_states`): at most this many ``directions x batch states``
+#: (each Fisher direction is a backward pass over the whole batch), e.g. 256 directions for a batch of 2048.
+AUTO_WHOLE_BATCH_WORK = 2**19
 #: ``kl_action_reduction`` choices: how the KL of a factorised action distribution is reduced over action dimensions.
 KL_ACTION_REDUCTIONS = ("mean", "sum")
 
@@ -145,8 +149,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         ``"auto"``: exact when the solve fits in ``fisher_memory_budget``, else conjugate gradients (said in the log).
     :param fisher_subsample: the states on which the Fisher is formed, a random subset of the policy batch drawn
         afresh at every update: ``"auto"`` (as many as keep ``N * k <= 1536`` Fisher directions, ``k`` per state, for
-        the exact solve; all states for conjugate gradients), ``None`` (all states), an ``int`` (that many states) or
-        a ``float`` in (0, 1] (that fraction of them). The gradient and the line search always use the whole batch.
+        the exact solve, and, where each direction takes a backward pass over the whole batch of ``B`` states
+        (BatchNorm in the actor, or Dropout beside layers other than ``nn.Linear``), ``N * k * B <= 2**19``; all
+        states for conjugate gradients),
+        ``None`` (all states), an ``int`` (that many states) or a ``float`` in (0, 1] (that fraction of them). The
+        gradient and the line search always use the whole batch.
     :param fisher_memory_budget: bytes an exact solve may use before ``fisher_solver="auto"`` switches to
         conjugate gradients.
     :param fisher_refine_tol: when the exact Fisher is factorised on a subsample of the policy batch, the direction is
@@ -352,7 +359,10 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         if sub is None:
             return None
         if sub == "auto":
-            m = max(1, AUTO_FISHER_DIRECTIONS // max(k, 1)) if exact else n
+            directions = AUTO_FISHER_DIRECTIONS
+            if self._whole_batch_jacobians():
+                directions = min(directions, AUTO_WHOLE_BATCH_WORK // n)
+            m = max(1, directions // max(k, 1)) if exact else n
         elif isinstance(sub, float):
             m = max(1, math.ceil(sub * n))
         else:
@@ -360,6 +370,16 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         if m >= n:
             return None
         return np.sort(self._fisher_rng.choice(n, size=m, replace=False))
+
+    def _whole_batch_jacobians(self) -> bool:
+        """Whether the exact Fisher takes one backward pass over the whole batch per direction: an actor with
+        BatchNorm in training mode, or with Dropout and layers other than ``nn.Linear`` (no per-layer factorisation)."""
+        if couples_states(self.policy):
+            return True
+        other_layers = any(
+            not isinstance(m, nn.Linear) and any(True for _ in m.parameters(recurse=False)) for m in actor_modules(self.policy)
+        )
+        return has_noise_layers(self.policy) and other_layers
 
     def _report(self, message: str) -> None:
         if not self._fallback_reported:
