@@ -469,16 +469,18 @@ class ExactFisher:
 
         self.layers: list[_Layer] | None = None
         self._dense: th.Tensor | None = None  # U^T of the generic path, computed on first use
-        with preserved_buffers(policy):
-            with fixed_noise(self.noise_seed, policy.device):
-                z = self._forward_with_hooks() if structured in (None, True) and not coupled else None
-            if self.layers is None and structured:
-                raise ValueError("The actor network is not made of nn.Linear layers only; use structured=None.")
+        with preserved_buffers(policy):  # restored after the backward passes, which may need them (BatchNorm)
+            z: th.Tensor | None = None
+            if structured in (None, True) and not coupled:
+                with fixed_noise(self.noise_seed, policy.device):
+                    z = self._forward_with_hooks()
             if self.layers is None:
-                z = z.detach() if z is not None else None
-                with th.no_grad(), fixed_noise(self.noise_seed, policy.device):
-                    z = distribution_inputs(policy, observations) if z is None else z
-            assert z is not None
+                if structured:
+                    raise ValueError("The actor network is not made of nn.Linear layers only; use structured=None.")
+                if z is None:
+                    with th.no_grad(), fixed_noise(self.noise_seed, policy.device):
+                        z = distribution_inputs(policy, observations)
+                z = z.detach()
             z_rows = z if self.rows is None or self.layers is not None else z[self.rows]
             self.n_states, self.dim = z_rows.shape
             self.factor = distribution_fisher_factor(policy, z_rows)  # (N, d, k)
@@ -724,7 +726,10 @@ class ExactFisher:
         """
         idx = th.as_tensor(idx, device=self.device).reshape(-1)
         out = copy.copy(self)
-        out.obs = {key: value[idx] for key, value in self.obs.items()} if isinstance(self.obs, dict) else self.obs[idx]
+        if self._whole_batch and self.layers is None:  # rows of the same whole-batch forward pass
+            out.rows = idx if self.rows is None else self.rows[idx]
+        else:
+            out.obs = _index_obs(self.obs, idx)
         out.n_states = len(idx)
         out.n_directions = out.n_states * self.k
         out.factor = self.factor[idx]
