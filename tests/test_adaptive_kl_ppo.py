@@ -13,7 +13,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from torch.distributions import Categorical, kl_divergence
+from torch.distributions import Categorical, Normal, kl_divergence
 
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 
@@ -253,11 +253,34 @@ def test_dict_observations_and_advantage_estimators():
     assert np.isfinite(model.logger.name_to_value["train/loss"])
 
 
-def test_gsde_needs_a_sampled_estimator():
-    with pytest.raises(ValueError, match=r"kl_estimator='exact'.*use kl_estimator='k3'"):
-        AdaptiveKLPPO("MlpPolicy", _target_env("box"), use_sde=True, **SMALL)
-    model = AdaptiveKLPPO("MlpPolicy", _target_env("box"), use_sde=True, kl_estimator="k3", **SMALL).learn(64)
-    assert model.logger.name_to_value["train/kl"] >= 0.0  # measured with k3 on the batch's actions
+@pytest.mark.parametrize("squash_output", [False, True])
+def test_gsde_uses_the_exact_kl_by_default(squash_output):
+    """gSDE (PPO's rl-zoo setting) with the default kl_estimator="exact": the measured KL is the Gaussian KL of the
+    per-state mean and standard deviation (torch.distributions oracle, the old policy snapshotted before the update)."""
+
+    class Snapshot(BaseCallback):
+        def _on_step(self):
+            return True
+
+        def _on_rollout_end(self):
+            obs = th.as_tensor(self.model.rollout_buffer.observations, device=self.model.device).flatten(0, 1)
+            with th.no_grad():
+                old = self.model.policy.get_distribution(obs).distribution
+                self.model._old = (obs, Normal(old.mean.clone(), old.stddev.clone()))
+
+    policy_kwargs = dict(squash_output=squash_output, net_arch=[16])
+    model = AdaptiveKLPPO("MlpPolicy", _target_env("box"), use_sde=True, policy_kwargs=policy_kwargs, **SMALL)
+    assert model.kl_estimator == "exact" and model._exact_kl_available
+    model.learn(64, callback=Snapshot())
+    obs, old = model._old
+    with th.no_grad():
+        new = model.policy.get_distribution(obs).distribution
+        d = float(kl_divergence(old, Normal(new.mean, new.stddev)).sum(-1).mean())
+    assert d > 0
+    assert model.logger.name_to_value["train/kl"] == pytest.approx(d, rel=1e-4)
+    assert np.isfinite(model.logger.name_to_value["train/kl_loss"]) and model.logger.name_to_value["train/kl_loss"] > 0
+    # the sampled estimators still work with gSDE
+    AdaptiveKLPPO("MlpPolicy", _target_env("box"), use_sde=True, kl_estimator="k3", **SMALL).learn(64)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -2,16 +2,23 @@
 
 import copy
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
 from envs import TargetEnv
+from gymnasium import spaces
 from stable_baselines3.common.distributions import kl_divergence
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.logger import configure
+from stable_baselines3.common.preprocessing import get_flattened_obs_dim
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from torch import nn
 
-from sb3_grpo.common.fisher import ExactFisher, actor_parameters, distribution_inputs, make_distribution
+from sb3_grpo.common.fisher import ExactFisher, actor_parameters
 from sb3_grpo.common.kl import distribution_parameters
 from sb3_grpo.exact_trpo import ExactTRPO
 
@@ -112,14 +119,19 @@ def test_save_load_continue(tmp_path):
     assert loaded.num_timesteps == 512 and loaded._n_updates == 2 * model._n_updates
 
 
-def test_cg_fallback_over_memory_budget_and_for_gsde():
+def test_cg_fallback_over_memory_budget():
     model = _model(fisher_memory_budget=1024)
     model.learn(256)
     assert model.logger.name_to_value["train/fisher_solver"] == "cg"
-    sde = _model("box", use_sde=True)
+
+
+@pytest.mark.parametrize("solver", ["exact", "cg"])
+@pytest.mark.parametrize("squash_output", [False, True])
+def test_gsde_runs_with_either_solver(solver, squash_output):
+    sde = _model("box", use_sde=True, fisher_solver=solver, policy_kwargs=dict(net_arch=[16], squash_output=squash_output))
     sde.learn(256)
-    assert sde.logger.name_to_value["train/fisher_solver"] == "cg"
-    assert sde.logger.name_to_value["train/kl"] <= sde.target_kl
+    assert sde.logger.name_to_value["train/fisher_solver"].startswith("exact-" if solver == "exact" else "cg")
+    assert 0 < sde.logger.name_to_value["train/kl"] <= sde.target_kl
 
 
 def test_forced_solvers_and_sub_sampling():
@@ -163,19 +175,28 @@ def _flat(tensors):
     return th.cat([t.reshape(-1) for t in tensors])
 
 
-@pytest.mark.parametrize("kind", ["box", "multibinary", "discrete", "multidiscrete"])
+def _sb3_distribution(policy, obs):
+    """SB3's own actor head on float64 observations (an MlpPolicy's extractor only flattens them)."""
+    return policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(policy.pi_features_extractor(obs)))
+
+
+@pytest.mark.parametrize("kind", ["box", "multibinary", "discrete", "multidiscrete", "box_sde"])
 @pytest.mark.parametrize("subsample", [None, 12])
 def test_trust_region_is_sb3_contribs(kind, subsample):
     # oracle: sb3-contrib TRPO's own KL measure kl_divergence(pi_theta, pi_old).mean() (a mean over action dimensions
-    # too, for Gaussian and Bernoulli policies) and its Hessian-vector product by double backpropagation, in float64
+    # too, for Gaussian, gSDE and Bernoulli policies) on SB3's own distributions, and its Hessian-vector product by
+    # double backpropagation, in float64
     damping = 0.03
-    model = _model(kind, fisher_subsample=subsample, fisher_refine_tol=1e-11, cg_max_steps=400, cg_damping=damping)
+    options = dict(fisher_subsample=subsample, fisher_refine_tol=1e-11, cg_max_steps=400, cg_damping=damping)
+    if kind == "box_sde":
+        options.update(use_sde=True, policy_kwargs=dict(net_arch=[16], log_std_init=-0.5))
+    model = _model(kind.replace("_sde", ""), **options)
     policy = model.policy.to(th.float64)
     obs = th.randn(40, 4, dtype=th.float64, generator=th.Generator().manual_seed(1))
     params = [p for _, p in actor_parameters(policy, obs[:2])]
     with th.no_grad():
-        old = copy.copy(make_distribution(policy, distribution_inputs(policy, obs)))
-    new = make_distribution(policy, distribution_inputs(policy, obs))
+        old = copy.copy(_sb3_distribution(policy, obs))
+    new = _sb3_distribution(policy, obs)
     grad_kl = _flat(th.autograd.grad(kl_divergence(new, old).mean(), params, create_graph=True))
 
     def hvp(v):
@@ -188,21 +209,17 @@ def test_trust_region_is_sb3_contribs(kind, subsample):
     with th.no_grad():
         for p in params:
             p.add_(0.05 * th.randn(p.shape, dtype=th.float64, generator=th.Generator().manual_seed(3)))
-        moved = make_distribution(policy, distribution_inputs(policy, obs))
+        moved = copy.copy(_sb3_distribution(policy, obs))
         expected = kl_divergence(old, moved).mean()
         assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - expected)) < 1e-10 * float(expected)
     # "sum": the whole action distribution's KL (the paper's); the same for per-state (categorical) KLs
     model.kl_action_reduction = "sum"
-    d = 2 if kind == "box" else 3 if kind == "multibinary" else 1
+    d = 2 if kind.startswith("box") else 3 if kind == "multibinary" else 1
     with th.no_grad():
         assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - d * expected)) < 1e-9 * float(expected)
 
 
 def test_refusals():
-    with pytest.raises(ValueError, match=r"share_features_extractor=False"):
-        _shared_cnn()
-    with pytest.raises(ValueError, match="gSDE"):
-        _model("box", use_sde=True, fisher_solver="exact")
     with pytest.raises(ValueError, match="fisher_solver"):
         _model(fisher_solver="cholesky")
     with pytest.raises(ValueError, match="cg_damping"):
@@ -217,27 +234,6 @@ def test_refusals():
         _model(fisher_refine_tol=0.0)
     with pytest.raises(Exception, match=r"nope"):
         _model(advantage_estimator="nope")
-    # a parameter-free shared extractor (MlpPolicy's Flatten) is fine
-    _model(policy_kwargs=dict(net_arch=[8], share_features_extractor=True))
-
-
-def _shared_cnn():
-    import gymnasium as gym
-    from gymnasium import spaces
-
-    class ImageEnv(gym.Env):
-        observation_space = spaces.Box(0, 255, (36, 36, 1), dtype=np.uint8)
-        action_space = spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            return self.observation_space.sample(), {}
-
-        def step(self, action):
-            return self.observation_space.sample(), 0.0, True, False, {}
-
-    return ExactTRPO(
-        "CnnPolicy", ImageEnv(), n_steps=8, batch_size=8, policy_kwargs=dict(share_features_extractor=True), device="cpu"
-    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -267,6 +263,190 @@ def test_the_exact_solve_runs_on_the_policy_device(device, net_arch, space, monk
     model.learn(512)
     assert model.logger.name_to_value["train/fisher_solver"] == f"exact-{space}"
     assert factorised_on == [device, device]  # one factorisation per update, two updates
+
+
+class SpaceEnv(gym.Env):
+    """Random observations from ``observation_space``, reward 1 for action 0, episodes of 4 steps."""
+
+    def __init__(self, observation_space, action_space=None):
+        self.observation_space = observation_space
+        self.action_space = action_space or spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), float(np.all(np.asarray(action) == 0)), self.t >= 4, False, {}
+
+
+class LayerNormExtractor(BaseFeaturesExtractor):
+    """Flatten, Linear, LayerNorm: a parameter outside nn.Linear, so the Fisher takes the generic (torch.func) path."""
+
+    def __init__(self, observation_space):
+        super().__init__(observation_space, 8)
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(get_flattened_obs_dim(observation_space), 8), nn.LayerNorm(8))
+
+    def forward(self, observations):
+        return self.net(observations)
+
+
+DICT_IMAGE_SPACE = spaces.Dict(
+    {
+        "image": spaces.Box(0, 255, (36, 36, 1), dtype=np.uint8),
+        "position": spaces.Discrete(5),
+        "grid": spaces.MultiDiscrete([3, 2]),
+        "vector": spaces.Box(-1.0, 1.0, (2,), dtype=np.float32),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "obs_space",
+    [spaces.Discrete(4), spaces.MultiDiscrete([3, 4]), spaces.MultiBinary(3), DICT_IMAGE_SPACE],
+    ids=["discrete", "multidiscrete", "multibinary", "dict_image"],
+)
+def test_one_hot_encoded_observations_on_the_generic_path(obs_space):
+    # SB3 one-hot encodes Discrete / MultiDiscrete observations (alone or inside a Dict), which torch.func's vmap
+    # cannot batch: the actor's Jacobians (a CNN, a LayerNorm) were refused with a vmap error; also under VecNormalize
+    env = DummyVecEnv([lambda: SpaceEnv(obs_space)])
+    if isinstance(obs_space, spaces.Dict):
+        env, policy, policy_kwargs = VecNormalize(env, norm_obs_keys=["vector"]), "MultiInputPolicy", dict(net_arch=[8])
+        policy_kwargs["features_extractor_kwargs"] = dict(cnn_output_dim=8)
+    else:
+        policy, policy_kwargs = "MlpPolicy", dict(net_arch=[8], features_extractor_class=LayerNormExtractor)
+    model = ExactTRPO(policy, env, n_steps=16, batch_size=16, policy_kwargs=policy_kwargs, seed=0, device="cpu")
+    model.learn(32)
+    obs = next(model.rollout_buffer.get(batch_size=None)).observations
+    assert not ExactFisher(model.policy, obs).structured
+    assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+    assert 0 < model.logger.name_to_value["train/kl"] <= model.target_kl
+
+
+def test_shared_features_extractor_has_sb3_contribs_meaning():
+    # CnnPolicy with share_features_extractor=True (sb3-contrib TRPO's default, refused before): the shared CNN is part
+    # of the actor (sb3-contrib's actor parameters: every parameter without "value" in its name that the KL depends
+    # on), moved by the natural-gradient step only; the critic's regression leaves it (sb3-contrib clears the actor
+    # parameters' gradients) and trains the critic's own layers
+    env = FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=True)
+    policy_kwargs = dict(share_features_extractor=True, features_extractor_kwargs=dict(features_dim=16))
+    model = ExactTRPO("CnnPolicy", env, n_steps=32, batch_size=16, policy_kwargs=policy_kwargs, seed=0, device="cpu")
+    policy = model.policy
+    assert policy.pi_features_extractor is policy.vf_features_extractor
+    obs = th.as_tensor(np.concatenate([model.get_env().reset()] * 2)).to(model.device)  # channel-first (SB3 transposes)
+    actor = {name for name, _ in actor_parameters(policy, obs)}
+    assert actor == {name for name, _ in policy.named_parameters() if "value" not in name}
+    assert any(name.startswith("features_extractor.") for name in actor)
+
+    snapshots = {}
+    policy_step = model._policy_step
+
+    def spy(*args):
+        snapshots["before"] = {n: p.detach().clone() for n, p in policy.named_parameters()}
+        stats = policy_step(*args)
+        snapshots["after_policy_step"] = {n: p.detach().clone() for n, p in policy.named_parameters()}
+        return stats
+
+    model._policy_step = spy
+    model.learn(32)
+    assert model.logger.name_to_value["train/is_line_search_success"] == 1.0
+    assert 0 < model.logger.name_to_value["train/kl"] <= model.target_kl
+    before, stepped = snapshots["before"], snapshots["after_policy_step"]
+    final = {n: p.detach() for n, p in policy.named_parameters()}
+    for name in final:
+        if name in actor:  # moved by the natural-gradient step (some of them), not by the critic
+            assert th.equal(final[name], stepped[name]), name
+        else:  # the critic's own layers: untouched by the policy step, trained by the regression
+            assert th.equal(stepped[name], before[name]) and not th.equal(final[name], stepped[name]), name
+    assert not th.equal(stepped["features_extractor.linear.0.weight"], before["features_extractor.linear.0.weight"])
+
+
+class FlattenBatchNormDropoutExtractor(BaseFeaturesExtractor):
+    """SB3's tests/test_train_eval_mode.py extractor: flatten, BatchNorm, Dropout."""
+
+    def __init__(self, observation_space):
+        super().__init__(observation_space, get_flattened_obs_dim(observation_space))
+        self.flatten = nn.Flatten()
+        self.batch_norm = nn.BatchNorm1d(self._features_dim)
+        self.dropout = nn.Dropout(0.5)
+
+    def forward(self, observations):
+        return self.dropout(self.batch_norm(self.flatten(observations)))
+
+
+def _batch_norm_model(env_id, **kwargs):
+    policy_kwargs = dict(net_arch=[16, 16], features_extractor_class=FlattenBatchNormDropoutExtractor)
+    options = dict(n_steps=64, batch_size=32, policy_kwargs=policy_kwargs, seed=1, device="cpu")
+    return ExactTRPO("MlpPolicy", env_id, **options, **kwargs)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_train_and_predict_with_batch_norm_and_dropout(env_id):
+    # SB3's test_train_eval_mode.py contract (A2C / PPO): training moves the BatchNorm's parameters and running
+    # statistics; predicting (eval mode) is deterministic and leaves them. Here the running statistics take one
+    # update per policy step (the policy step's own forward passes leave them).
+    model = _batch_norm_model(env_id)
+    batch_norm = model.policy.features_extractor.batch_norm
+    bias, running_mean = batch_norm.bias.clone(), batch_norm.running_mean.clone()
+    model.learn(192)
+    assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+    assert 0 < model.logger.name_to_value["train/kl"] <= model.target_kl
+    assert not th.isclose(bias, batch_norm.bias).all()
+    assert not th.isclose(running_mean, batch_norm.running_mean).all()
+    assert int(batch_norm.num_batches_tracked) == model._n_updates == 3
+    stats = [b.clone() for b in model.policy.buffers()]
+    obs = model.get_env().reset()
+    first, _ = model.predict(obs, deterministic=True)
+    for _ in range(5):
+        np.testing.assert_allclose(model.predict(obs, deterministic=True)[0], first)
+    for a, b in zip(model.policy.buffers(), stats, strict=True):
+        assert th.equal(a, b)
+
+
+def test_auto_fisher_subsample_bounds_the_whole_batch_backward_work():
+    # each Fisher direction of a BatchNorm actor is a backward pass over the whole batch: "auto" keeps
+    # directions x batch states <= 2**19 (256 directions for 2048 states), the refinement does the rest
+    assert len(_batch_norm_model("CartPole-v1")._fisher_states(2048, 1, exact=True)) == 256
+    assert len(_batch_norm_model("CartPole-v1")._fisher_states(4096, 2, exact=True)) == 64
+    assert len(_model("discrete")._fisher_states(2048, 1, exact=True)) == 1536
+    # Dropout beside nn.Linear layers only keeps the per-layer factorisation, and the usual number
+    dropout = dict(net_arch=[8], features_extractor_class=LinearDropoutExtractor)
+    assert len(_model("discrete", policy_kwargs=dropout)._fisher_states(2048, 1, exact=True)) == 1536
+
+
+class LinearDropoutExtractor(BaseFeaturesExtractor):
+    def __init__(self, observation_space):
+        super().__init__(observation_space, 8)
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(get_flattened_obs_dim(observation_space), 8), nn.Dropout(0.2))
+
+    def forward(self, observations):
+        return self.net(observations)
+
+
+def test_batch_norm_and_dropout_fisher_is_the_hessian_of_the_line_searchs_kl():
+    # The direction solves (H + damping I) x = g with H the Hessian of the KL of the forward pass the line search
+    # runs: whole-batch BatchNorm statistics and the update's Dropout masks (oracle: ExactTRPO's double-backprop
+    # Hessian-vector product of that KL). Other masks give another Hessian.
+    model = _batch_norm_model("CartPole-v1", fisher_subsample=None, cg_damping=0.01)
+    model.learn(64)
+    policy = model.policy
+    policy.set_training_mode(True)
+    obs = next(model.rollout_buffer.get(batch_size=None)).observations
+    params = [p for _, p in actor_parameters(policy, obs[:2])]
+    g = th.randn(sum(p.numel() for p in params), generator=th.Generator().manual_seed(0))
+    model._noise_seed = 7
+    first = model._distribution(obs).distribution.logits
+    assert th.equal(model._distribution(obs).distribution.logits, first)  # the same masks at every forward pass
+    x, info = model._search_direction(obs, params, g)
+    assert info["fisher_solver"].startswith("exact-")
+    hvp = model._kl_hessian_matvec(obs, params)
+    assert float((hvp(x) + 0.01 * x - g).norm() / g.norm()) < 1e-4  # float32
+    model._noise_seed = 8
+    other = model._kl_hessian_matvec(obs, params)
+    assert float((other(x) + 0.01 * x - g).norm() / g.norm()) > 1e-2
 
 
 @pytest.mark.slow

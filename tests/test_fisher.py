@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
-from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticCnnPolicy, ActorCriticPolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.preprocessing import get_flattened_obs_dim
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.func import functional_call
 
@@ -14,8 +16,10 @@ from sb3_grpo.common.fisher import (
     closed_form_fisher_problem,
     conjugate_gradient,
     distribution_inputs,
+    fixed_noise,
     make_distribution,
     preconditioned_refinement,
+    preprocessed_observations,
 )
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 
@@ -47,21 +51,39 @@ def _obs(n=7, seed=1):
     return th.randn(n, 3, generator=th.Generator().manual_seed(seed), dtype=th.float64)
 
 
+def _sb3_distribution(policy, obs):
+    """SB3's own actor head (features extractor, MLP, ``_get_action_dist_from_latent``) on float64 observations."""
+    preprocessed = preprocessed_observations(policy, obs)
+    return policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(policy.pi_features_extractor(preprocessed)))
+
+
 class _KLHead(nn.Module):
-    def __init__(self, policy, old):
+    def __init__(self, policy, old, rows, noise_seed, sb3_head):
         super().__init__()
         self.policy = policy
         self.old = old
+        self.rows = rows
+        self.noise_seed = noise_seed
+        self.sb3_head = sb3_head
+
+    def distribution(self, obs):
+        with fixed_noise(self.noise_seed, "cpu"):
+            if self.sb3_head:
+                return _sb3_distribution(self.policy, obs)
+            return make_distribution(self.policy, distribution_inputs(self.policy, obs))
 
     def forward(self, obs):
-        return exact_kl(self.old, make_distribution(self.policy, distribution_inputs(self.policy, obs))).mean()
+        kl = exact_kl(self.old, self.distribution(obs))
+        return (kl if self.rows is None else kl[self.rows]).mean()
 
 
-def _kl_hessian(policy, obs, params):
-    """Autograd Hessian of theta -> mean KL(pi_old || pi_theta) at theta_old, over the flat ``params``."""
+def _kl_hessian(policy, obs, params, rows=None, noise_seed=None, sb3_head=False):
+    """Autograd Hessian of theta -> mean KL(pi_old || pi_theta) at theta_old, over the flat ``params``: the KL at the
+    states ``rows`` (all by default) of one forward pass over all of ``obs`` (its noise layers seeded with
+    ``noise_seed``), through our :func:`distribution_inputs` or SB3's own head (``sb3_head``)."""
+    head = _KLHead(policy, None, rows, noise_seed, sb3_head)
     with th.no_grad():
-        old = distribution_parameters(make_distribution(policy, distribution_inputs(policy, obs))).clone()
-    head = _KLHead(policy, old)
+        head.old = distribution_parameters(head.distribution(obs)).clone()
     names = {id(p): "policy." + n for n, p in policy.named_parameters()}
     keys = [names[id(p)] for p in params]
     shapes = [p.shape for p in params]
@@ -73,7 +95,7 @@ def _kl_hessian(policy, obs, params):
             n = int(np.prod(shape))
             parts[key] = theta[start : start + n].view(shape)
             start += n
-        return functional_call(head, parts, (obs,), strict=False)
+        return functional_call(head, parts, (obs,), strict=False, tie_weights=False)  # see fisher._jacobian_u
 
     return th.autograd.functional.hessian(f, theta0)
 
@@ -153,11 +175,16 @@ def test_cnn_actor_uses_generic_jacobians():
         net_arch=[],
     ).to(th.float64)
     obs = th.randint(0, 256, (3, 1, 36, 36), generator=th.Generator().manual_seed(0)).to(th.uint8)
+    parameters = dict(policy.named_parameters())
     fisher = ExactFisher(policy, obs)
     assert fisher.layers is None  # conv layers: per-sample Jacobians
     g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(7))
     x = fisher.solve(g, 0.1, space="samples")  # P is about 70k: only the Woodbury side is affordable
     assert _rel(fisher.matvec(x) + 0.1 * x, g) < 1e-8
+    # the policy keeps its own nn.Parameters (torch.func's tied-weight handling replaced the extractor's, reached as
+    # both features_extractor and pi_features_extractor, by plain tensors the optimizer does not hold)
+    for name, p in policy.named_parameters():
+        assert p is parameters[name] and isinstance(p, nn.Parameter), name
 
 
 def test_actor_parameters_exclude_the_critic():
@@ -167,12 +194,151 @@ def test_actor_parameters_exclude_the_critic():
     assert not any("value" in n for n in names)
 
 
-def test_gsde_has_no_closed_form():
+def _gsde_policy(full_std=True, learn_features=False, squash_output=False, use_expln=False, seed=0):
+    th.manual_seed(seed)
+    policy = ActorCriticPolicy(
+        OBS_SPACE,
+        ACTION_SPACES["gaussian"],
+        lambda _: 1e-3,
+        net_arch=[5, 4],
+        activation_fn=nn.Tanh,
+        use_sde=True,
+        log_std_init=-0.3,
+        full_std=full_std,
+        use_expln=use_expln,
+        squash_output=squash_output,
+        share_features_extractor=False,
+    )
+    policy.action_dist.learn_features = learn_features
+    with th.no_grad():  # a log_std that differs across its entries
+        policy.log_std.add_(0.3 * th.randn(policy.log_std.shape, generator=th.Generator().manual_seed(seed)))
+    return policy.to(th.float64)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(full_std=False),
+        dict(learn_features=True),
+        dict(full_std=False, learn_features=True),
+        dict(squash_output=True),
+        dict(use_expln=True),
+    ],
+    ids=["default", "shared_std", "learn_features", "shared_std_learn_features", "squashed", "expln"],
+)
+def test_gsde_fisher_equals_kl_hessian(options):
+    # gSDE at a state: N(mu, sigma^2) with sigma depending on log_std (and, with learn_features, on the network)
+    # through the latent; the Fisher in (mu, sigma) is diag(1/sigma^2, 2/sigma^2). Oracle: the Hessian of the mean KL
+    # through SB3's own head (_get_action_dist_from_latent), independent of our distribution_inputs.
+    policy, obs = _gsde_policy(**options), _obs(n=6)
+    assert closed_form_fisher_problem(policy) is None
+    fisher = ExactFisher(policy, obs)
+    assert fisher.k == 4 and fisher.layers is None  # (mean, std) per action dimension; log_std outside nn.Linear
+    names = [n for n, p in policy.named_parameters() if any(p is q for q in fisher.params)]
+    assert "log_std" in names and not any("value" in n for n in names)
+    hessian = _kl_hessian(policy, obs, fisher.params, sb3_head=True)
+    assert _rel(fisher.matrix(), hessian) < 1e-6
+    g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(11))
+    dense = hessian + 0.05 * th.eye(fisher.n_params, dtype=th.float64)
+    for space in ("samples", "parameters"):
+        assert _rel(fisher.solve(g, 0.05, space=space), th.linalg.solve(dense, g)) < 1e-6
+
+
+class _BatchNormDropoutExtractor(BaseFeaturesExtractor):
+    """SB3's test_train_eval_mode.py extractor (flatten, BatchNorm, Dropout), with a Linear layer after it."""
+
+    def __init__(self, observation_space, batch_norm=True, dropout=0.5):
+        super().__init__(observation_space, 6)
+        n_in = get_flattened_obs_dim(observation_space)
+        layers = [nn.Flatten()] + ([nn.BatchNorm1d(n_in)] if batch_norm else []) + [nn.Dropout(dropout)]
+        self.net = nn.Sequential(*layers, nn.Linear(n_in, 6), nn.Tanh())
+
+    def forward(self, observations):
+        return self.net(observations)
+
+
+def _train_mode_policy(kind, batch_norm, dropout):
     th.manual_seed(0)
-    policy = ActorCriticPolicy(OBS_SPACE, ACTION_SPACES["gaussian"], lambda _: 1e-3, use_sde=True)
-    assert "gSDE" in closed_form_fisher_problem(policy)
-    with pytest.raises(NotImplementedError, match="gSDE"):
-        ExactFisher(policy, _obs(n=2).float())
+    policy = ActorCriticPolicy(
+        OBS_SPACE,
+        ACTION_SPACES[kind],
+        lambda _: 1e-3,
+        net_arch=[5],
+        features_extractor_class=_BatchNormDropoutExtractor,
+        features_extractor_kwargs=dict(batch_norm=batch_norm, dropout=dropout),
+        share_features_extractor=False,
+    ).to(th.float64)
+    policy.set_training_mode(True)
+    return policy
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+@pytest.mark.parametrize("batch_norm, dropout", [(True, 0.0), (True, 0.5), (False, 0.5)])
+def test_train_mode_fisher_is_the_kl_hessian_of_the_whole_batch_forward(kind, batch_norm, dropout):
+    # BatchNorm in training mode normalises with the batch's statistics (each state's output depends on the others),
+    # Dropout draws masks: the Fisher is the Hessian of the KL of one forward pass over the whole batch, with the same
+    # masks (noise_seed). Oracle: autograd's Hessian of that mean KL; on a subset of the states too.
+    policy, obs = _train_mode_policy(kind, batch_norm, dropout), _obs(n=8)
+    buffers = [b.clone() for b in policy.buffers()]
+    fisher = ExactFisher(policy, obs, noise_seed=5)
+    assert fisher.structured == (not batch_norm)  # Dropout alone keeps the per-layer factorisation
+    hessian = _kl_hessian(policy, obs, fisher.params, noise_seed=5)
+    assert _rel(fisher.matrix(), hessian) < 1e-6
+    rows = th.tensor([1, 4, 5])
+    sub = ExactFisher(policy, obs, params=fisher.params, states=rows, noise_seed=5)
+    assert sub.n_states == 3
+    sub_hessian = _kl_hessian(policy, obs, fisher.params, rows=rows, noise_seed=5)
+    assert _rel(sub.matrix(), sub_hessian) < 1e-6
+    assert _rel(fisher.subset(rows).matrix(), sub_hessian) < 1e-6
+    g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(12))
+    expected = th.linalg.solve(sub_hessian + 0.05 * th.eye(fisher.n_params, dtype=th.float64), g)
+    assert _rel(sub.solve(g, 0.05), expected) < 1e-6
+    # the batch alone differs from its states in a smaller batch: the rows are not the Fisher of obs[rows]
+    if batch_norm:
+        assert _rel(ExactFisher(policy, obs[rows], params=fisher.params, noise_seed=5).matrix(), sub_hessian) > 1e-3
+    # the running statistics are left as they were (the oracle's forward passes moved them: compare with the copy)
+    fresh = _train_mode_policy(kind, batch_norm, dropout)
+    ExactFisher(fresh, obs, noise_seed=5).matrix()
+    for a, b in zip(fresh.buffers(), buffers, strict=True):
+        assert th.equal(a, b)
+
+
+class _ObsEnvPolicy:
+    """Policies on observation spaces SB3 one-hot encodes (Discrete, MultiDiscrete), alone or inside a Dict."""
+
+    @staticmethod
+    def make(space):
+        th.manual_seed(0)
+        cls = MultiInputActorCriticPolicy if isinstance(space, spaces.Dict) else ActorCriticPolicy
+        return cls(space, spaces.Discrete(3), lambda _: 1e-3, net_arch=[5], share_features_extractor=False).to(th.float64)
+
+
+OBS_SPACES = {
+    "discrete": spaces.Discrete(4),
+    "multidiscrete": spaces.MultiDiscrete([3, 2]),
+    "multibinary": spaces.MultiBinary(3),
+    "dict": spaces.Dict({"a": spaces.Discrete(4), "b": OBS_SPACE, "c": spaces.MultiDiscrete([3, 2])}),
+}
+
+
+@pytest.mark.parametrize("space", list(OBS_SPACES))
+def test_generic_path_on_one_hot_encoded_observations(space):
+    # SB3's preprocess_obs one-hot encodes Discrete / MultiDiscrete observations, which vmap cannot batch: the generic
+    # (torch.func) path preprocesses outside vmap. Oracle: the KL Hessian (no vmap involved).
+    obs_space = OBS_SPACES[space]
+    obs_space.seed(0)
+    policy = _ObsEnvPolicy.make(obs_space)
+    samples = [obs_space.sample() for _ in range(7)]
+    if isinstance(obs_space, spaces.Dict):
+        obs = {key: th.as_tensor(np.stack([o[key] for o in samples])) for key in obs_space.spaces}
+    else:
+        obs = th.as_tensor(np.stack(samples))
+    generic = ExactFisher(policy, obs, structured=False)
+    assert generic.layers is None
+    hessian = _kl_hessian(policy, obs, generic.params)
+    assert _rel(generic.matrix(), hessian) < 1e-6
+    assert _rel(ExactFisher(policy, obs).matrix(), hessian) < 1e-6
 
 
 @pytest.mark.parametrize("kind", ["categorical", "gaussian", "bernoulli"])

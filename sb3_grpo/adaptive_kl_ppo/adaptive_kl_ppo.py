@@ -61,8 +61,9 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
 
     The KL measured for the beta update (logged as ``train/kl``) is the exact, analytic mean
     ``KL(pi_old || pi_new)`` whenever the action distribution has a closed form (Categorical, MultiCategorical,
-    Bernoulli, diagonal Gaussian), whichever ``kl_estimator`` the loss uses: a sampled estimate would add noise to
-    the controller for no reason. Only without a closed form (gSDE) is it the k3 estimate on the batch's actions.
+    Bernoulli, diagonal Gaussian, gSDE: all of SB3's), whichever ``kl_estimator`` the loss uses: a sampled estimate
+    would add noise to the controller for no reason. Only for a custom distribution without one is it the k3
+    estimate on the batch's actions.
 
     A NaN or inf reward or observation from the env stops ``learn`` with an error naming the env's index and the
     step of its episode.
@@ -93,7 +94,9 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
     :param vf_coef: Value function coefficient for the loss calculation
     :param max_grad_norm: The maximum value for the gradient clipping
     :param use_sde: Whether to use generalized State Dependent Exploration (gSDE) instead of action noise
-        exploration (default: False). gSDE has no closed-form KL: use ``kl_estimator="k3"`` or ``"k1"`` with it.
+        exploration (default: False). gSDE's action distribution at a state is a diagonal Gaussian (variance
+        ``latent^2 @ exp(log_std)^2``), so its exact KL is the Gaussian one (see :mod:`sb3_grpo.common.kl`); with
+        ``squash_output=True`` too, since squashing both distributions leaves their KL unchanged.
     :param sde_sample_freq: Sample a new noise matrix every n steps when using gSDE
         Default: -1 (only sample at the beginning of the rollout)
     :param rollout_buffer_class: Rollout buffer class to use. If ``None``, an
@@ -327,7 +330,7 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
         if self.kl_estimator == "exact" and not self._exact_kl_available:
             raise ValueError(
                 f"AdaptiveKLPPO: kl_estimator='exact' needs a closed-form KL, which the action distribution "
-                f"{type(self.policy.action_dist).__name__} lacks (use_sde={self.use_sde}); use kl_estimator='k3' or 'k1'."
+                f"{type(self.policy.action_dist).__name__} lacks; use kl_estimator='k3' or 'k1'."
             )
 
     def _excluded_save_params(self) -> list[str]:

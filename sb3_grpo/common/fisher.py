@@ -11,7 +11,12 @@ the Fisher of the distribution in its own parameters, in closed form:
 - Bernoulli (MultiBinary): ``diag(p (1 - p))``;
 - diagonal Gaussian with a state-independent ``log_std``: ``diag(1 / sigma^2)`` on the mean and ``2`` on each
   ``log_std`` (no cross term). The ``log_std`` block of the batch Fisher is therefore exactly ``2 I``, independent of
-  the network, and is solved analytically.
+  the network, and is solved analytically;
+- gSDE (``use_sde=True``): at a state the action distribution is the diagonal Gaussian ``N(mu, sigma^2)`` with
+  ``sigma_i^2 = sum_j latent_j^2 std_ji^2 + epsilon`` (``std`` from ``log_std``, ``latent`` the actor's last hidden
+  layer, detached unless ``learn_features``). Its Fisher in ``z = (mu, sigma)`` is ``diag(1 / sigma^2, 2 / sigma^2)``
+  (no cross term), with ``z`` depending on the network and on ``log_std`` through ``sigma``; ``tanh`` squashing
+  changes neither the KL nor the Fisher.
 
 The batch Fisher is the mean over the N given states: ``F = U U^T / N`` with ``U = [J_n^T A_n]_n`` of size
 ``P x Nk`` (``k`` columns of ``A`` per state). ``(F + lambda I) x = g`` is solved exactly with a Cholesky
@@ -22,7 +27,15 @@ When every parameter of the actor network belongs to an ``nn.Linear`` layer (MLP
 per sample: for a layer with inputs ``a`` (a 1 appended for the bias) and backpropagated output sensitivities
 ``delta`` (one backward pass per column of ``A``), ``U_l^T U_l = (delta delta^T) o (a a^T)`` and products with
 ``U`` and ``U^T`` are two small matrix products. Other actors (CNN feature extractors, ...) get their per-sample
-Jacobians from ``torch.func`` (``vmap(jacrev)``), which needs ``Nk x P`` memory.
+Jacobians from ``torch.func`` (``vmap(jacrev)``, on observations preprocessed by SB3 beforehand: its one-hot
+encoding of ``Discrete`` and ``MultiDiscrete`` parts cannot be vmapped), which needs ``Nk x P`` memory.
+
+Actors whose output at a state depends on the rest of the batch (BatchNorm normalising with the batch's
+statistics, in training mode) or on random draws (Dropout in training mode) are differentiated through one forward
+pass over the whole batch, as the caller runs it: the rows of ``U^T`` are vector-Jacobian products of that pass
+(``J_n`` then includes how the other states move state ``n``'s output), and the noise layers draw the same masks as
+the caller's forward when both run under :func:`fixed_noise` with the same seed. The policy's buffers (BatchNorm
+running statistics) are left as they were.
 
 :func:`conjugate_gradient` is the matrix-free alternative (zero start, so deterministic).
 :func:`preconditioned_refinement` solves the system of a large batch's exact Fisher (matrix-free, structured
@@ -32,8 +45,10 @@ preconditioner (:meth:`ExactFisher.subset`, :meth:`ExactFisher.factorize`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch as th
@@ -43,40 +58,59 @@ from stable_baselines3.common.distributions import (
     DiagGaussianDistribution,
     Distribution,
     MultiCategoricalDistribution,
+    StateDependentNoiseDistribution,
 )
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
+from torch.distributions import Normal
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.dropout import _DropoutNd
 
 __all__ = [
     "FISHER_SOLVERS",
     "ExactFisher",
+    "actor_modules",
     "actor_parameters",
     "closed_form_fisher_problem",
     "conjugate_gradient",
+    "couples_states",
     "directions_per_state",
     "distribution_fisher_factor",
     "distribution_inputs",
+    "fixed_noise",
     "flat_to_params",
+    "has_noise_layers",
     "make_distribution",
     "preconditioned_refinement",
+    "preprocessed_observations",
+    "preserved_buffers",
 ]
 
 FISHER_SOLVERS = ("auto", "exact", "cg")
-_CLOSED_FORM = (CategoricalDistribution, MultiCategoricalDistribution, BernoulliDistribution, DiagGaussianDistribution)
+_CLOSED_FORM = (
+    CategoricalDistribution,
+    MultiCategoricalDistribution,
+    BernoulliDistribution,
+    DiagGaussianDistribution,
+    StateDependentNoiseDistribution,
+)
+#: Elements (``rows x batch states``) of one batched vector-Jacobian product of the whole-batch path.
+_VJP_CHUNK_ELEMENTS = 2**18
 
 
 def closed_form_fisher_problem(policy: ActorCriticPolicy) -> str | None:
     """Why the policy's Fisher has no closed form here (``None`` when it has one)."""
     dist = policy.action_dist
     if not isinstance(dist, _CLOSED_FORM):
-        what = "gSDE (use_sde=True)" if "StateDependent" in type(dist).__name__ else type(dist).__name__
         return (
-            f"{what} has no closed-form Fisher here (supported: Categorical, MultiCategorical, Bernoulli and diagonal "
-            "Gaussian with a state-independent log_std)"
+            f"{type(dist).__name__} has no closed-form Fisher here (supported: Categorical, MultiCategorical, "
+            "Bernoulli, diagonal Gaussian with a state-independent log_std, and gSDE)"
         )
-    if isinstance(dist, DiagGaussianDistribution) and not isinstance(getattr(policy, "log_std", None), nn.Parameter):
-        return "the Gaussian policy has no state-independent log_std parameter"
+    if isinstance(dist, (DiagGaussianDistribution, StateDependentNoiseDistribution)) and not isinstance(
+        getattr(policy, "log_std", None), nn.Parameter
+    ):
+        return "the Gaussian policy has no log_std parameter"
     return None
 
 
@@ -86,24 +120,113 @@ def _cast_obs(obs: Any, dtype: th.dtype) -> Any:
     return obs.to(dtype)
 
 
+def _index_obs(obs: Any, idx: Any) -> Any:
+    if isinstance(obs, dict):
+        return {key: value[idx] for key, value in obs.items()}
+    return obs[idx]
+
+
+def _actor_dtype(policy: ActorCriticPolicy) -> th.dtype:
+    weight: th.Tensor = policy.action_net.weight  # type: ignore[assignment]  # SB3 types action_net as nn.Module
+    return weight.dtype
+
+
+def preprocessed_observations(policy: ActorCriticPolicy, obs: Any) -> Any:
+    """SB3's ``preprocess_obs`` (one-hot encoding of ``Discrete`` / ``MultiDiscrete`` parts, image scaling), cast to
+    the dtype of the actor's parameters (float64 policies included: SB3's preprocessing casts to float32)."""
+    pre = preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images)
+    return _cast_obs(pre, _actor_dtype(policy))
+
+
+def _gsde_std(policy: ActorCriticPolicy, latent: th.Tensor) -> th.Tensor:
+    """gSDE's per-state standard deviation, as SB3's ``StateDependentNoiseDistribution.proba_distribution``."""
+    dist: StateDependentNoiseDistribution = policy.action_dist  # type: ignore[assignment]  # checked by the caller
+    latent_sde = latent if dist.learn_features else latent.detach()
+    variance = th.mm(latent_sde**2, dist.get_std(policy.log_std) ** 2)
+    return th.sqrt(variance + dist.epsilon)
+
+
+def _actor_outputs(policy: ActorCriticPolicy, preprocessed: Any) -> th.Tensor:
+    """:func:`distribution_inputs` from observations already through :func:`preprocessed_observations`."""
+    latent = policy.mlp_extractor.forward_actor(policy.pi_features_extractor(preprocessed))
+    mean = policy.action_net(latent)
+    if isinstance(policy.action_dist, StateDependentNoiseDistribution):
+        return th.cat([mean, _gsde_std(policy, latent)], dim=1)
+    return mean
+
+
 def distribution_inputs(policy: ActorCriticPolicy, obs: Any) -> th.Tensor:
-    """The network part of the action distribution's parameters: logits, or the Gaussian mean, ``(N, d)``.
+    """The network part of the action distribution's parameters: logits, or the Gaussian mean, ``(N, d)``; for gSDE
+    the mean and the per-state standard deviation, ``(N, 2 * action_dim)``.
 
     Works in the dtype of the actor's parameters (float64 policies included: SB3's preprocessing casts to float32).
     """
-    weight: th.Tensor = policy.action_net.weight  # type: ignore[assignment]  # SB3 types action_net as nn.Module
-    dtype = weight.dtype
-    features = policy.pi_features_extractor(
-        _cast_obs(preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images), dtype)
-    )
-    return policy.action_net(policy.mlp_extractor.forward_actor(features))
+    return _actor_outputs(policy, preprocessed_observations(policy, obs))
 
 
 def make_distribution(policy: ActorCriticPolicy, z: th.Tensor) -> Distribution:
-    """The policy's SB3 distribution built from :func:`distribution_inputs` (closed-form distributions only)."""
-    if isinstance(policy.action_dist, DiagGaussianDistribution):
-        return policy.action_dist.proba_distribution(z, policy.log_std)
-    return policy.action_dist.proba_distribution(action_logits=z)
+    """The policy's SB3 distribution built from :func:`distribution_inputs` (closed-form distributions only).
+
+    gSDE: a copy of the policy's distribution whose Gaussian is ``N(mean, std^2)`` from ``z``: its ``log_prob``,
+    ``entropy``, ``mode`` and KL are the policy's; sampling needs the latent features (use ``get_distribution``).
+    """
+    dist = policy.action_dist
+    if isinstance(dist, StateDependentNoiseDistribution):
+        mean, std = th.chunk(z, 2, dim=1)
+        out = copy.copy(dist)
+        out.distribution = Normal(mean, std)
+        return out
+    if isinstance(dist, DiagGaussianDistribution):
+        return dist.proba_distribution(z, policy.log_std)
+    return dist.proba_distribution(action_logits=z)
+
+
+def actor_modules(policy: ActorCriticPolicy) -> Iterator[nn.Module]:
+    """The modules the action distribution goes through: the actor's features extractor, the policy part of the
+    MLP extractor (the whole extractor when it has no ``policy_net``) and ``action_net``."""
+    mlp = policy.mlp_extractor
+    for part in (policy.pi_features_extractor, getattr(mlp, "policy_net", mlp), policy.action_net):
+        yield from part.modules()
+
+
+def couples_states(policy: ActorCriticPolicy) -> bool:
+    """Whether the actor's output at a state depends on the other states of the batch: a BatchNorm layer that
+    normalises with the batch's statistics (training mode, or no running statistics)."""
+    return any(
+        isinstance(module, _BatchNorm) and (module.training or not module.track_running_stats)
+        for module in actor_modules(policy)
+    )
+
+
+def has_noise_layers(policy: ActorCriticPolicy) -> bool:
+    """Whether the actor draws random numbers in its forward pass: a Dropout layer in training mode with ``p > 0``."""
+    return any(isinstance(m, _DropoutNd) and m.training and m.p > 0 for m in actor_modules(policy))
+
+
+@contextlib.contextmanager
+def fixed_noise(seed: int | None, device: th.device | str) -> Iterator[None]:
+    """Run the enclosed forward pass with torch's generators seeded with ``seed``, restored on exit: noise layers
+    (Dropout) draw the same masks at every forward pass of the same batch. ``None``: do nothing."""
+    if seed is None:
+        yield
+        return
+    devices = list(range(th.cuda.device_count())) if th.device(device).type == "cuda" else []
+    with th.random.fork_rng(devices=devices):
+        th.manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def preserved_buffers(module: nn.Module) -> Iterator[None]:
+    """Restore the module's buffers (BatchNorm running statistics and counters) on exit: forward passes inside leave
+    no trace on them."""
+    saved = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
+    try:
+        yield
+    finally:
+        with th.no_grad():
+            for buffer, value in saved:
+                buffer.copy_(value)
 
 
 def actor_parameters(policy: ActorCriticPolicy, obs: Any) -> list[tuple[str, nn.Parameter]]:
@@ -113,12 +236,13 @@ def actor_parameters(policy: ActorCriticPolicy, obs: Any) -> list[tuple[str, nn.
     parameters are excluded whatever their names.
     """
     named = [(name, p) for name, p in policy.named_parameters() if p.requires_grad]
-    z = distribution_inputs(policy, obs)
-    out = z.sum()
-    log_std = getattr(policy, "log_std", None)
-    if isinstance(log_std, nn.Parameter):
-        out = out + log_std.sum()
-    grads = th.autograd.grad(out, [p for _, p in named], allow_unused=True)
+    with preserved_buffers(policy):  # restored after the backward pass, which may need them (BatchNorm)
+        z = distribution_inputs(policy, obs)
+        out = z.sum()
+        log_std = getattr(policy, "log_std", None)
+        if isinstance(log_std, nn.Parameter):
+            out = out + log_std.sum()
+        grads = th.autograd.grad(out, [p for _, p in named], allow_unused=True)
     return [(name, p) for (name, p), grad in zip(named, grads, strict=True) if grad is not None]
 
 
@@ -131,6 +255,8 @@ def directions_per_state(policy: ActorCriticPolicy) -> int:
         return 1 if dist.action_dim == 2 else int(dist.action_dim)
     if isinstance(dist, BernoulliDistribution):
         return int(dist.action_dims)
+    if isinstance(dist, StateDependentNoiseDistribution):
+        return 2 * int(dist.action_dim)  # mean and standard deviation
     return int(dist.action_dim)  # type: ignore[attr-defined]  # every SB3 distribution sets it; the base class does not declare it
 
 
@@ -144,6 +270,9 @@ def distribution_fisher_factor(policy: ActorCriticPolicy, z: th.Tensor) -> th.Te
     z = z.detach()
     dist = policy.action_dist
     n, d = z.shape
+    if isinstance(dist, StateDependentNoiseDistribution):  # z = (mean, std): diag(1 / std, sqrt(2) / std)
+        inv_std = 1.0 / z[:, d // 2 :]
+        return th.diag_embed(th.cat([inv_std, math.sqrt(2.0) * inv_std], dim=1))
     if isinstance(dist, DiagGaussianDistribution):
         inv_std = th.exp(-policy.log_std.detach().to(z.dtype)).expand(d)
         return th.diag_embed(inv_std).expand(n, d, d)
@@ -274,10 +403,17 @@ class ExactFisher:
     Vectors are flat over ``params`` (default: :func:`actor_parameters`), in that order.
 
     :param policy: an SB3 ``ActorCriticPolicy`` with a closed-form distribution (see :func:`closed_form_fisher_problem`).
-    :param observations: the ``N`` states (tensor or dict of tensors on the policy's device).
+    :param observations: the states (tensor or dict of tensors on the policy's device).
     :param params: the actor parameters (computed when ``None``).
     :param structured: ``None``: use the per-layer factorisation when the actor network is made of ``nn.Linear``
         layers only, else per-sample Jacobians from ``torch.func``; ``True``/``False`` force one of them.
+    :param states: the ``N`` states whose Fisher is formed, as indices into ``observations`` (default: all of them).
+        The actor runs on all ``observations`` at once, so where its output at a state depends on the others
+        (BatchNorm in training mode, see :func:`couples_states`) or on noise (Dropout, see :func:`has_noise_layers`),
+        each state's output is the one of that whole-batch forward pass.
+    :param noise_seed: the seed of the actor's noise layers (Dropout masks), to match a forward pass the caller runs
+        under :func:`fixed_noise` with the same seed; ``None``: drawn from torch's global generator when the actor
+        has active noise layers (one draw, shared by every forward pass of this Fisher).
     """
 
     def __init__(
@@ -286,12 +422,31 @@ class ExactFisher:
         observations: Any,
         params: list[nn.Parameter] | None = None,
         structured: bool | None = None,
+        states: th.Tensor | None = None,
+        noise_seed: int | None = None,
     ):
         problem = closed_form_fisher_problem(policy)
         if problem is not None:
             raise NotImplementedError(problem)
+        coupled = couples_states(policy)
+        if structured and coupled:
+            raise ValueError(
+                "structured=True is impossible: a BatchNorm layer of the actor normalises with the batch's statistics, "
+                "which couples the states (use structured=None)."
+            )
+        noisy = has_noise_layers(policy)
+        if noisy and noise_seed is None:
+            noise_seed = int(th.randint(2**62, ()).item())
         self.policy = policy
+        self.noise_seed = noise_seed if noisy else None
+        # the whole batch's forward pass defines every state's output: keep all observations, form rows `states`
+        self._whole_batch = coupled or noisy
+        if states is not None:
+            states = th.as_tensor(states, device=policy.device).reshape(-1)
+            if not self._whole_batch:
+                observations, states = _index_obs(observations, states), None
         self.obs = observations
+        self.rows = states
         self.params = params if params is not None else [p for _, p in actor_parameters(policy, observations)]
         log_std = getattr(policy, "log_std", None) if isinstance(policy.action_dist, DiagGaussianDistribution) else None
         self.log_std_index: int | None = None
@@ -313,21 +468,31 @@ class ExactFisher:
             start += self.sizes[i]
 
         self.layers: list[_Layer] | None = None
-        z = self._forward_with_hooks() if structured in (None, True) else None
-        if self.layers is None and structured:
-            raise ValueError("The actor network is not made of nn.Linear layers only; use structured=None.")
-        if z is None:
-            with th.no_grad():
-                z = distribution_inputs(policy, observations)
-        self.n_states, self.dim = z.shape
-        self.factor = distribution_fisher_factor(policy, z)  # (N, d, k)
-        self.k = self.factor.shape[2]
-        self.n_directions = self.n_states * self.k
-        self.dtype = self.factor.dtype
-        self.device = self.factor.device
         self._dense: th.Tensor | None = None  # U^T of the generic path, computed on first use
-        if self.layers is not None:
-            self._backprop_sensitivities(z)
+        with preserved_buffers(policy):  # restored after the backward passes, which may need them (BatchNorm)
+            z: th.Tensor | None = None
+            if structured in (None, True) and not coupled:
+                with fixed_noise(self.noise_seed, policy.device):
+                    z = self._forward_with_hooks()
+            if self.layers is None:
+                if structured:
+                    raise ValueError("The actor network is not made of nn.Linear layers only; use structured=None.")
+                if z is None:
+                    with th.no_grad(), fixed_noise(self.noise_seed, policy.device):
+                        z = distribution_inputs(policy, observations)
+                z = z.detach()
+            z_rows = z if self.rows is None or self.layers is not None else z[self.rows]
+            self.n_states, self.dim = z_rows.shape
+            self.factor = distribution_fisher_factor(policy, z_rows)  # (N, d, k)
+            self.k = self.factor.shape[2]
+            self.n_directions = self.n_states * self.k
+            self.dtype = self.factor.dtype
+            self.device = self.factor.device
+            if self.layers is not None:
+                self._backprop_sensitivities(z)
+        if self.layers is not None and self.rows is not None:  # the whole batch's sensitivities, then the rows
+            self.__dict__.update(self.subset(self.rows).__dict__)
+            self.rows = None
 
     @property
     def structured(self) -> bool:
@@ -391,7 +556,9 @@ class ExactFisher:
             layer.output = None  # type: ignore[assignment]  # free the graph
 
     def _jacobian_u(self) -> th.Tensor:
-        """Dense ``U^T`` (Nk x P_net) from per-sample Jacobians (``torch.func``)."""
+        """Dense ``U^T`` (Nk x P_net): per-sample Jacobians (``torch.func``), or the whole-batch path's."""
+        if self._whole_batch:
+            return self._whole_batch_u()
         from torch.func import functional_call, jacrev, vmap
 
         head = _ActorHead(self.policy)
@@ -400,12 +567,36 @@ class ExactFisher:
 
         def single(params: dict[str, th.Tensor], obs: Any) -> th.Tensor:
             batched = {k: v.unsqueeze(0) for k, v in obs.items()} if isinstance(obs, dict) else obs.unsqueeze(0)
-            return functional_call(head, params, (batched,), strict=False)[0]
+            # tie_weights=False: SB3 reaches one extractor as both features_extractor and pi_features_extractor, and
+            # torch's tied-weight handling then fails to restore the policy's own nn.Parameters afterwards
+            return functional_call(head, params, (batched,), strict=False, tie_weights=False)[0]
 
-        jac = vmap(jacrev(single), in_dims=(None, 0))(net, self.obs)
+        # preprocessed once, outside vmap: SB3's one-hot encoding has no batching rule
+        preprocessed = preprocessed_observations(self.policy, self.obs)
+        jac = vmap(jacrev(single), in_dims=(None, 0))(net, preprocessed)
         blocks = [jac[names[id(self.params[i])]].reshape(self.n_states, self.dim, -1) for i in self.net_indices]
         jmat = th.cat(blocks, dim=2).to(self.dtype)  # (N, d, P_net)
         return th.einsum("ndk,ndp->knp", self.factor, jmat).reshape(self.n_directions, self.n_net_params)
+
+    def _whole_batch_u(self) -> th.Tensor:
+        """Dense ``U^T`` from one forward pass over all observations: row ``(j, n)`` is the gradient of
+        ``A_n[:, j] . z_n`` (a vector-Jacobian product of the whole batch's output), ``n`` among the rows."""
+        net = [self.params[i] for i in self.net_indices]
+        out = th.empty(self.n_directions, self.n_net_params, dtype=self.dtype, device=self.device)
+        with preserved_buffers(self.policy):  # restored after the backward passes, which may need them
+            with fixed_noise(self.noise_seed, self.policy.device):
+                z = distribution_inputs(self.policy, self.obs)
+            n_all = z.shape[0]
+            rows = th.arange(n_all, device=z.device) if self.rows is None else self.rows
+            factor = self.factor.to(z.dtype)
+            chunk = max(1, min(256, _VJP_CHUNK_ELEMENTS // n_all))
+            for start in range(0, self.n_directions, chunk):
+                t = th.arange(start, min(start + chunk, self.n_directions), device=z.device)
+                j, m = t // self.n_states, t % self.n_states
+                grad_outputs = z.new_zeros(len(t), n_all, self.dim)
+                grad_outputs[th.arange(len(t), device=z.device), rows[m]] = factor[m, :, j]
+                out[start : start + len(t)] = _batched_vjp(z, net, grad_outputs).to(self.dtype)
+        return out
 
     # ------------------------------------------------------------------ products
 
@@ -535,7 +726,10 @@ class ExactFisher:
         """
         idx = th.as_tensor(idx, device=self.device).reshape(-1)
         out = copy.copy(self)
-        out.obs = {key: value[idx] for key, value in self.obs.items()} if isinstance(self.obs, dict) else self.obs[idx]
+        if self._whole_batch and self.layers is None:  # rows of the same whole-batch forward pass
+            out.rows = idx if self.rows is None else self.rows[idx]
+        else:
+            out.obs = _index_obs(self.obs, idx)
         out.n_states = len(idx)
         out.n_directions = out.n_states * self.k
         out.factor = self.factor[idx]
@@ -607,8 +801,30 @@ class _ActorHead(nn.Module):
         super().__init__()
         self.policy = policy
 
-    def forward(self, obs: Any) -> th.Tensor:
-        return distribution_inputs(self.policy, obs)
+    def forward(self, preprocessed: Any) -> th.Tensor:
+        return _actor_outputs(self.policy, preprocessed)
+
+
+def _batched_vjp(output: th.Tensor, params: list[nn.Parameter], grad_outputs: th.Tensor) -> th.Tensor:
+    """``(B, P)``: the flat gradients of ``sum(grad_outputs[b] * output)`` for each ``b``, in one batched backward pass
+    (one pass per row when an operation has no batching rule)."""
+
+    def flat(grads: tuple[th.Tensor | None, ...], lead: tuple[int, ...]) -> th.Tensor:
+        parts = [g if g is not None else p.new_zeros(*lead, *p.shape) for g, p in zip(grads, params, strict=True)]
+        return th.cat([part.reshape(*lead, -1) for part in parts], dim=-1)
+
+    try:
+        grads = th.autograd.grad(
+            output, params, grad_outputs=grad_outputs, is_grads_batched=True, retain_graph=True, allow_unused=True
+        )
+        result = flat(grads, (len(grad_outputs),))
+    except RuntimeError:  # an operation without a batching rule
+        rows = [
+            flat(th.autograd.grad(output, params, grad_outputs=row, retain_graph=True, allow_unused=True), ())
+            for row in grad_outputs
+        ]
+        result = th.stack(rows)
+    return result
 
 
 def _cholesky(mat: th.Tensor) -> th.Tensor:

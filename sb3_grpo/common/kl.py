@@ -13,6 +13,11 @@ GRPO's penalty ``KL(pi_theta || pi_ref)`` uses ``log_ratio = log pi_ref(a) - log
 
 The exact KL is computed from distribution parameters, so a batch's "old" distribution can be stored once
 (:func:`distribution_parameters`) and compared with the current policy on any minibatch (:func:`exact_kl`).
+
+gSDE (SB3's ``StateDependentNoiseDistribution``) is, at each state, the diagonal Gaussian ``N(mu(s), sigma(s)^2)``
+with ``sigma_i(s)^2 = sum_j latent_j(s)^2 std_ji^2 + epsilon`` (``std = exp(log_std)``): its KL is the Gaussian one
+on those per-state parameters. With ``squash_output=True`` the actions are ``tanh`` of that Gaussian; a KL divergence
+is unchanged by an invertible map applied to both distributions, so the squashed KL is the Gaussian one as well.
 """
 
 from __future__ import annotations
@@ -49,19 +54,25 @@ def kl_estimate(log_ratio: th.Tensor, estimator: str = "k3") -> th.Tensor:
     raise ValueError(f"Unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}.")
 
 
+_SUPPORTED = (
+    CategoricalDistribution,
+    MultiCategoricalDistribution,
+    BernoulliDistribution,
+    DiagGaussianDistribution,
+    StateDependentNoiseDistribution,
+)
+
+
 def _check_supported(distribution: Distribution) -> None:
-    if isinstance(distribution, StateDependentNoiseDistribution) and distribution.bijector is not None:
-        raise NotImplementedError("The exact KL of a squashed (tanh) gSDE distribution has no closed form.")
-    if not isinstance(
-        distribution,
-        (CategoricalDistribution, MultiCategoricalDistribution, BernoulliDistribution, DiagGaussianDistribution),
-    ):
-        raise NotImplementedError(f"No exact KL for {type(distribution).__name__}.")
+    if not isinstance(distribution, _SUPPORTED):
+        raise NotImplementedError(
+            f"No exact KL for {type(distribution).__name__} (supported: {', '.join(cls.__name__ for cls in _SUPPORTED)})."
+        )
 
 
 def supports_exact_kl(distribution: Distribution) -> bool:
-    """Whether :func:`exact_kl` has a closed form for this distribution (Categorical, MultiCategorical, Bernoulli,
-    diagonal Gaussian; not gSDE, whose noise depends on the state through sampled exploration matrices)."""
+    """Whether :func:`exact_kl` has a closed form for this distribution: Categorical, MultiCategorical, Bernoulli,
+    diagonal Gaussian and gSDE (a diagonal Gaussian at each state, squashed or not), SB3's on-policy distributions."""
     try:
         _check_supported(distribution)
     except NotImplementedError:
@@ -72,8 +83,8 @@ def supports_exact_kl(distribution: Distribution) -> bool:
 def distribution_parameters(distribution: Distribution) -> th.Tensor:
     """The parameters of a batch of SB3 action distributions, as one ``(N, d)`` tensor.
 
-    Categorical, MultiCategorical and Bernoulli: the logits. Diagonal Gaussian: mean and std. gSDE is not supported
-    (see :func:`supports_exact_kl`).
+    Categorical, MultiCategorical and Bernoulli: the logits. Diagonal Gaussian and gSDE: the (pre-squashing) mean and
+    the per-state standard deviation, ``(N, 2 * action_dim)``.
     """
     _check_supported(distribution)
     dist = distribution.distribution

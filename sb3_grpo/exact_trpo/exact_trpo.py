@@ -31,11 +31,18 @@ from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRollout
 from sb3_grpo.common.fisher import (
     FISHER_SOLVERS,
     ExactFisher,
+    actor_modules,
     actor_parameters,
     closed_form_fisher_problem,
     conjugate_gradient,
+    couples_states,
     directions_per_state,
+    distribution_inputs,
+    fixed_noise,
+    has_noise_layers,
+    make_distribution,
     preconditioned_refinement,
+    preserved_buffers,
 )
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
@@ -43,12 +50,16 @@ from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 
-__all__ = ["AUTO_FISHER_DIRECTIONS", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
+__all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
 SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
 
 #: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
 AUTO_FISHER_DIRECTIONS = 1536
+#: ``fisher_subsample="auto"`` for an actor differentiated through whole-batch forward passes (BatchNorm in training
+#: mode, Dropout; see :func:`sb3_grpo.common.fisher.couples_states`): at most this many ``directions x batch states``
+#: (each Fisher direction is a backward pass over the whole batch), e.g. 256 directions for a batch of 2048.
+AUTO_WHOLE_BATCH_WORK = 2**19
 #: ``kl_action_reduction`` choices: how the KL of a factorised action distribution is reduced over action dimensions.
 KL_ACTION_REDUCTIONS = ("mean", "sum")
 
@@ -74,7 +85,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
 
     sb3-contrib's :class:`~sb3_contrib.TRPO` approximates ``F^-1 g`` with a few conjugate-gradient iterations.
     ExactTRPO forms the Fisher ``F = mean_n J_n^T M_n J_n`` in closed form (Categorical, MultiCategorical,
-    Bernoulli and diagonal Gaussian policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
+    Bernoulli, diagonal Gaussian and gSDE policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
     subsample of them) and solves ``(c F + cg_damping I) x = g`` exactly by Cholesky (``c F``: the Hessian of the trust
     region's KL, ``c = 1 / d`` for a Gaussian or Bernoulli policy over ``d`` action dimensions whose KL sb3-contrib
     averages over them, see ``kl_action_reduction``; else ``c = 1``), in parameter space or, through
@@ -89,8 +100,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
 
     Paper: https://arxiv.org/abs/1502.05477
 
-    :param policy: The policy model to use (MlpPolicy, CnnPolicy, ...). Actor and critic must not share a features
-        extractor with parameters (the ExactTRPO policies default to ``share_features_extractor=False``).
+    :param policy: The policy model to use (MlpPolicy, CnnPolicy, ...). The ExactTRPO policies default to
+        ``share_features_extractor=False`` (actor and critic each have their own extractor).
+        ``share_features_extractor=True`` keeps sb3-contrib's meaning: the shared extractor belongs to the actor, moved
+        only by the natural-gradient step (inside the trust region), and the critic's regression updates only the
+        critic's own layers (``mlp_extractor``'s value part and ``value_net``).
     :param env: The environment to learn from (if registered in Gym, can be str)
     :param learning_rate: The learning rate for the value function, it can be a function
         of the current progress remaining (from 1 to 0)
@@ -108,8 +122,10 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
     :param n_critic_updates: number of critic updates (epochs over the rollout) per policy update
     :param gae_lambda: Factor for trade-off of bias vs variance for Generalized Advantage Estimator
     :param use_sde: Whether to use generalized State Dependent Exploration (gSDE)
-        instead of action noise exploration (default: False). gSDE has no closed-form Fisher here: it needs
-        ``fisher_solver="auto"`` (which then uses conjugate gradients) or ``"cg"``.
+        instead of action noise exploration (default: False). gSDE's Fisher is exact as well: at a state the action
+        distribution is a diagonal Gaussian whose standard deviation depends on ``log_std`` (and, with
+        ``learn_features``, on the network) through the latent features; it takes per-sample Jacobians (no per-layer
+        factorisation) and ``2 * action_dim`` Fisher directions per state.
     :param sde_sample_freq: Sample a new noise matrix every n steps when using gSDE
         Default: -1 (only sample at the beginning of the rollout)
     :param rollout_buffer_class: Rollout buffer class to use. If ``None``, an
@@ -133,8 +149,11 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         ``"auto"``: exact when the solve fits in ``fisher_memory_budget``, else conjugate gradients (said in the log).
     :param fisher_subsample: the states on which the Fisher is formed, a random subset of the policy batch drawn
         afresh at every update: ``"auto"`` (as many as keep ``N * k <= 1536`` Fisher directions, ``k`` per state, for
-        the exact solve; all states for conjugate gradients), ``None`` (all states), an ``int`` (that many states) or
-        a ``float`` in (0, 1] (that fraction of them). The gradient and the line search always use the whole batch.
+        the exact solve, and, where each direction takes a backward pass over the whole batch of ``B`` states
+        (BatchNorm in the actor, or Dropout beside layers other than ``nn.Linear``), ``N * k * B <= 2**19``; all
+        states for conjugate gradients),
+        ``None`` (all states), an ``int`` (that many states) or a ``float`` in (0, 1] (that fraction of them). The
+        gradient and the line search always use the whole batch.
     :param fisher_memory_budget: bytes an exact solve may use before ``fisher_solver="auto"`` switches to
         conjugate gradients.
     :param fisher_refine_tol: when the exact Fisher is factorised on a subsample of the policy batch, the direction is
@@ -316,19 +335,12 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             # the Fisher's state subsample: reproducible from the seed, saved with the model
             self._fisher_rng = np.random.default_rng(None if self.seed is None else [int(self.seed), 0x7A9])
         self._fallback_reported = False
+        self._noise_seed: int | None = None  # the noise layers' seed during a policy step (see train)
 
     def _check_policy(self) -> None:
         policy = self.policy
         if not isinstance(policy, ActorCriticPolicy):
             raise ValueError(f"ExactTRPO needs an ActorCriticPolicy, got {type(policy).__name__}.")
-        shared = getattr(policy, "share_features_extractor", False)
-        if shared and any(True for _ in policy.features_extractor.parameters()):
-            raise ValueError(
-                "ExactTRPO refuses a features extractor shared by actor and critic "
-                f"({type(policy.features_extractor).__name__} has parameters): the critic's regression would move the "
-                "policy outside the trust region. Pass "
-                "policy_kwargs=dict(share_features_extractor=False) to give the actor and the critic their own."
-            )
         problem = closed_form_fisher_problem(policy)
         if problem is not None and self.fisher_solver == "exact":
             raise ValueError(
@@ -337,7 +349,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             )
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_fallback_reported"]
+        return [*super()._excluded_save_params(), "_fallback_reported", "_noise_seed"]
 
     # ------------------------------------------------------------------ policy step
 
@@ -347,7 +359,10 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         if sub is None:
             return None
         if sub == "auto":
-            m = max(1, AUTO_FISHER_DIRECTIONS // max(k, 1)) if exact else n
+            directions = AUTO_FISHER_DIRECTIONS
+            if self._whole_batch_jacobians():
+                directions = min(directions, AUTO_WHOLE_BATCH_WORK // n)
+            m = max(1, directions // max(k, 1)) if exact else n
         elif isinstance(sub, float):
             m = max(1, math.ceil(sub * n))
         else:
@@ -355,6 +370,16 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         if m >= n:
             return None
         return np.sort(self._fisher_rng.choice(n, size=m, replace=False))
+
+    def _whole_batch_jacobians(self) -> bool:
+        """Whether the exact Fisher takes one backward pass over the whole batch per direction: an actor with
+        BatchNorm in training mode, or with Dropout and layers other than ``nn.Linear`` (no per-layer factorisation)."""
+        if couples_states(self.policy):
+            return True
+        other_layers = any(
+            not isinstance(m, nn.Linear) and any(True for _ in m.parameters(recurse=False)) for m in actor_modules(self.policy)
+        )
+        return has_noise_layers(self.policy) and other_layers
 
     def _report(self, message: str) -> None:
         if not self._fallback_reported:
@@ -369,27 +394,52 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             return 1.0 / get_action_dim(self.action_space)
         return 1.0
 
-    def _mean_kl(self, old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
-        """The trust region's ``KL(old || new)``: mean over states (and, see ``kl_action_reduction``, action
-        dimensions); exact from stored parameters, or through torch for other distributions."""
+    def _state_kl(self, old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
+        """The trust region's ``KL(old || new)`` per state (reduced over action dimensions, see
+        ``kl_action_reduction``); exact from stored parameters, or through torch for other distributions."""
         if isinstance(old, th.Tensor):
             total = exact_kl(old, new)
         else:
             kl = kl_divergence(old, new)
             total = kl.sum(dim=1) if kl.dim() > 1 else kl
-        return self._kl_scale() * total.mean()
+        return self._kl_scale() * total
+
+    def _mean_kl(self, old: th.Tensor | Distribution, new: Distribution) -> th.Tensor:
+        """The trust region's ``KL(old || new)``: mean over states of :meth:`_state_kl`."""
+        return self._state_kl(old, new).mean()
+
+    def _distribution(self, obs: Any) -> Distribution:
+        """The policy's distribution on ``obs``: the policy step's forward pass (its noise layers seeded alike)."""
+        with fixed_noise(self._noise_seed, self.device):
+            return self.policy.get_distribution(obs)
 
     def _old_distribution(self, obs: Any) -> th.Tensor | Distribution:
         with th.no_grad():
-            dist = self.policy.get_distribution(obs)
+            dist = self._distribution(obs)
             if closed_form_fisher_problem(self.policy) is None:
                 return distribution_parameters(dist).clone()
             return copy.copy(dist)
 
-    def _kl_hessian_matvec(self, obs: Any, params: list[nn.Parameter]) -> Callable[[th.Tensor], th.Tensor]:
-        """``v -> H v``, ``H`` the Hessian of the mean KL at theta_old (= the Fisher), by double backpropagation."""
-        old = self._old_distribution(obs)
-        kl = self._mean_kl(old, self.policy.get_distribution(obs))
+    def _kl_hessian_matvec(
+        self, obs: Any, params: list[nn.Parameter], rows: th.Tensor | None = None
+    ) -> Callable[[th.Tensor], th.Tensor]:
+        """``v -> H v``, ``H`` the Hessian of the mean KL at theta_old (= the Fisher), by double backpropagation.
+
+        :param rows: the states whose KL is averaged (default: all), each from the forward pass over all of ``obs``.
+        """
+        if closed_form_fisher_problem(self.policy) is None:
+            # the distribution the exact Fisher is formed on (distribution_inputs, in the actor's dtype)
+            def distribution(observations: Any) -> Distribution:
+                with fixed_noise(self._noise_seed, self.device):
+                    return make_distribution(self.policy, distribution_inputs(self.policy, observations))
+
+            with th.no_grad():
+                old: th.Tensor | Distribution = distribution_parameters(distribution(obs)).clone()
+            new = distribution(obs)
+        else:
+            old, new = self._old_distribution(obs), self._distribution(obs)
+        kl = self._state_kl(old, new)
+        kl = (kl if rows is None else kl[rows]).mean()
         grad_kl = _flat(th.autograd.grad(kl, params, create_graph=True))
 
         def matvec(v: th.Tensor) -> th.Tensor:
@@ -405,17 +455,25 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         k = directions_per_state(self.policy) if closed_form else 1
         idx = self._fisher_states(n, k, exact=want_exact)
         idx_t = None if idx is None else th.as_tensor(idx, device=self.device)
-        obs_f = obs if idx_t is None else _index_obs(obs, idx_t)
+        # an actor whose output at a state depends on the batch (BatchNorm) or on noise (Dropout): every state's
+        # output is that of the forward pass over the whole batch, as in the gradient and the line search
+        whole_batch = couples_states(self.policy) or has_noise_layers(self.policy)
+        obs_f = obs if idx_t is None or whole_batch else _index_obs(obs, idx_t)
+        rows_f = idx_t if whole_batch else None
         info: dict[str, Any] = {"fisher_states": n if idx is None else len(idx), "fisher_refine_steps": 0}
         batch_fisher: ExactFisher | None = None  # the whole batch's structured Fisher, when the solve is refined on it
         fisher: ExactFisher | None
         refine = want_exact and idx_t is not None and self.fisher_refine_tol is not None
+
+        def exact_fisher(states: th.Tensor | None) -> ExactFisher:
+            return ExactFisher(self.policy, obs, params=params, states=states, noise_seed=self._noise_seed)
+
         if refine:
             assert idx_t is not None
-            batch_fisher = ExactFisher(self.policy, obs, params=params)
-            fisher = batch_fisher.subset(idx_t) if batch_fisher.structured else ExactFisher(self.policy, obs_f, params=params)
+            batch_fisher = exact_fisher(None)
+            fisher = batch_fisher.subset(idx_t) if batch_fisher.structured else exact_fisher(idx_t)
         else:
-            fisher = ExactFisher(self.policy, obs_f, params=params) if closed_form else None
+            fisher = exact_fisher(idx_t) if closed_form else None
         # The system is (H + damping I) x = g, H = c F the Hessian of the trust region's KL (c: _kl_scale), so
         # x = (F + (damping / c) I)^-1 g / c.
         damping, c = self.cg_damping, self._kl_scale()
@@ -451,7 +509,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         cg_matvec = (
             _scaled(fisher.matvec, c)
             if fisher is not None and fisher.structured
-            else self._kl_hessian_matvec(obs_f, params)  # includes c
+            else self._kl_hessian_matvec(obs_f, params, rows=rows_f)  # includes c
         )
         x = conjugate_gradient(lambda v: cg_matvec(v) + damping * v, g, self.cg_max_steps)
         info["fisher_solver"] = "cg"
@@ -460,7 +518,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
     def _policy_step(self, obs: Any, actions: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor) -> dict[str, Any]:
         params = [p for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))]
         old = self._old_distribution(obs)
-        distribution = self.policy.get_distribution(obs)
+        distribution = self._distribution(obs)
         objective = (advantages * th.exp(distribution.log_prob(actions) - old_log_prob)).mean()
         g = _flat(th.autograd.grad(objective, params))
         objective = objective.detach()
@@ -491,7 +549,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
                 for p, original in zip(params, originals, strict=True):
                     p.copy_(original + (coef * step_size) * x[start : start + p.numel()].view_as(p))
                     start += p.numel()
-                distribution = self.policy.get_distribution(obs)
+                distribution = self._distribution(obs)
                 new_objective = (advantages * th.exp(distribution.log_prob(actions) - old_log_prob)).mean()
                 kl = float(self._mean_kl(old, distribution))
                 improvement = float(new_objective - objective)
@@ -513,8 +571,27 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
 
     # ------------------------------------------------------------------ train
 
+    def _update_running_statistics(self, obs: Any) -> None:
+        """One training-mode forward pass of the actor on the policy batch, at the accepted parameters, for the
+        running statistics of its BatchNorm layers (the policy step's own forward passes leave them untouched)."""
+        if any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
+            for m in actor_modules(self.policy)
+        ):
+            with th.no_grad():
+                self._distribution(obs)
+
     def train(self) -> None:
-        """Update the policy (one exact natural-gradient step) and the critic on the current rollout buffer."""
+        """Update the policy (one exact natural-gradient step) and the critic on the current rollout buffer.
+
+        The policy step runs the actor in training mode, as sb3-contrib's TRPO does: BatchNorm normalises with the
+        policy batch's statistics (the Fisher includes how each state's output moves with the others through them)
+        and Dropout is active, with one set of masks per update, drawn from torch's generator and shared by the
+        gradient, the Fisher and every line-search step (sb3-contrib draws new ones at each forward pass), so that
+        the Fisher is the Hessian of the KL that the line search measures. BatchNorm's running statistics take one
+        update per policy step, from the batch at the accepted parameters; the critic's forward passes update the
+        critic's (or a shared extractor's) as in sb3-contrib.
+        """
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
 
@@ -527,10 +604,16 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             advantages = rollout_data.advantages[::step]
             if self.normalize_advantage:
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            stats = self._policy_step(obs, actions, rollout_data.old_log_prob[::step], advantages)
+            self._noise_seed = int(th.randint(2**62, ()).item()) if has_noise_layers(self.policy) else None
+            try:
+                with preserved_buffers(self.policy):
+                    stats = self._policy_step(obs, actions, rollout_data.old_log_prob[::step], advantages)
+                    actor_ids = {id(p) for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))}
+                self._update_running_statistics(obs)
+            finally:
+                self._noise_seed = None
             break
 
-        actor_ids = {id(p) for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))}
         value_losses = []
         for _ in range(self.n_critic_updates):
             for rollout_data in self.rollout_buffer.get(self.batch_size):

@@ -1,9 +1,9 @@
 """
 ExactTRPO policies: SB3's actor-critic policies with separate actor and critic feature extractors by default.
 
-The natural-gradient step only moves the actor; a features extractor with parameters shared by the critic would be
-moved by the critic's regression as well, outside the trust region, so ExactTRPO refuses one (an ``MlpPolicy``'s
-``Flatten`` extractor has no parameters and may be shared).
+With separate extractors the critic learns its own features. ``share_features_extractor=True`` is accepted with
+sb3-contrib TRPO's meaning: the shared extractor is part of the actor, moved only by the natural-gradient step, and
+the critic's regression trains only the critic's own layers on top of it.
 """
 
 from __future__ import annotations
