@@ -1,9 +1,7 @@
 """sb3_grpo: GRPO, ExactTRPO and AdaptiveKLPPO for Stable-Baselines3, with pluggable estimators and rewards."""
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
+from sb3_grpo._version import __version__
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
 from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
@@ -28,11 +26,6 @@ from sb3_grpo.plugins import (
     unregister_plugin,
     unregister_reward_function,
 )
-
-try:
-    __version__ = _version("sb3-grpo")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "GRPO",

@@ -33,8 +33,13 @@ from typing import Any
 import pluggy
 
 from sb3_grpo import hookspecs
-from sb3_grpo.common.advantages import NEEDS, AdvantageEstimator
-from sb3_grpo.common.rewards import RewardFunctionError, check_reward_function_signature
+from sb3_grpo.plugin_checks import (
+    check_estimator,
+    check_reward_function,
+    check_reward_function_signature,
+    check_snapshotter,
+    is_estimator_instance,
+)
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -46,15 +51,21 @@ __all__ = [
     "available_advantage_estimators",
     "available_reward_functions",
     "available_state_snapshots",
+    "filter_note",
     "get_advantage_estimator",
     "get_reward_function",
     "list_plugins",
     "load_plugins",
+    "plugin_source",
     "pm",
     "register_advantage_estimator",
     "register_plugin",
     "register_reward_function",
     "register_state_snapshot",
+    "registered_advantage_estimators",
+    "registered_state_snapshotters",
+    "reward_function_plugin",
+    "skipped_plugins",
     "unregister_advantage_estimator",
     "unregister_plugin",
     "unregister_reward_function",
@@ -124,8 +135,8 @@ def _selected_entry_points() -> list[importlib.metadata.EntryPoint]:
     return [ep for ep in entry_points if ep.name in names]
 
 
-def _filter_note() -> str:
-    """A sentence for "unknown name" errors when SB3_GRPO_LOAD_PLUGINS restricts loading ("" when it does not)."""
+def filter_note() -> str:
+    """A sentence for "unknown name" errors when ``SB3_GRPO_LOAD_PLUGINS`` restricts loading ("" when it does not)."""
     wanted = os.environ.get(LOAD_PLUGINS_ENV)
     if wanted is None:
         return ""
@@ -206,14 +217,15 @@ def list_plugins() -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for name, plugin in pm.list_name_plugin():
         hooks = {caller.name: registered.get(name, {}).get(caller.name, []) for caller in pm.get_hookcallers(plugin) or []}
-        out.append({"name": name, "source": _plugin_source(name), "hooks": dict(sorted(hooks.items()))})
+        out.append({"name": name, "source": plugin_source(name), "hooks": dict(sorted(hooks.items()))})
     local = {registry.hook_name: sorted(registry._local) for registry in _REGISTRIES if registry._local}
     if local:
         out.append({"name": IN_PROCESS, "source": IN_PROCESS, "hooks": local})
     return out
 
 
-def _plugin_source(name: str) -> str:
+def plugin_source(name: str) -> str:
+    """Where a plugin comes from: ``"built-in"``, ``"<in-process>"`` or ``"distribution version"``."""
     if name in DEFAULT_PLUGINS:
         return "built-in"
     return _plugin_sources.get(name, IN_PROCESS)
@@ -223,7 +235,7 @@ def _describe(plugin_name: str) -> str:
     """``'rank' (sb3-grpo-rank-plugin 0.1.0)``: a plugin and where it comes from, for error messages."""
     if plugin_name == IN_PROCESS:
         return "a registration made in-process"
-    source = _plugin_source(plugin_name)
+    source = plugin_source(plugin_name)
     return f"{plugin_name!r} ({'registered in-process' if source == IN_PROCESS else source})"
 
 
@@ -375,7 +387,7 @@ class _Registry:
         if name not in entries:
             raise UnknownNameError(
                 f"Unknown {self.kind} {name!r}. Available: {', '.join(sorted(entries)) or '(none)'}. "
-                f"Install or register a plugin that provides it.{_filter_note()}"
+                f"Install or register a plugin that provides it.{filter_note()}"
             )
         return entries[name]
 
@@ -409,68 +421,11 @@ def _invalidate() -> None:
         registry._entries = None
 
 
-def _is_estimator_instance(obj: Any) -> bool:
-    return not isinstance(obj, type) and hasattr(obj, "compute") and hasattr(obj, "requires")
+_estimators = _Registry("advantage estimator", "register_advantage_estimators", check_estimator)
+_reward_functions = _Registry("reward function", "register_reward_functions", check_reward_function)
 
 
-def _validate_estimator(name: str, obj: Any, plugin: str) -> None:
-    """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``."""
-    if _is_estimator_instance(obj) or isinstance(obj, type) or callable(obj):
-        target = obj
-    else:
-        raise TypeError(f"expected an AdvantageEstimator subclass or instance, got {type(obj).__name__}")
-    compute = getattr(target, "compute", None)
-    if compute is None:
-        if isinstance(obj, type):
-            raise TypeError(f"{obj.__name__} has no compute(inputs) method")
-        return  # a factory function: checked when it is called
-    if isinstance(obj, type) and inspect.isabstract(obj):
-        raise TypeError(f"{obj.__name__} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
-    try:
-        signature = inspect.signature(compute)
-    except (TypeError, ValueError):
-        signature = None
-    if signature is not None:
-        params = list(signature.parameters.values())
-        if isinstance(obj, type) and params and params[0].name == "self":
-            params = params[1:]
-        required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        accepts_one = len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))
-        if not accepts_one:
-            raise TypeError(
-                f"compute must take exactly one argument (the AdvantageInputs); its signature is compute{signature}"
-            )
-    requires = getattr(target, "requires", None)
-    if requires is not None and not isinstance(requires, property):
-        unknown = set(requires) - set(NEEDS)
-        if unknown:
-            raise TypeError(f"requires names unknown needs {sorted(unknown)}; known: {sorted(NEEDS)}")
-
-
-def _validate_reward_function(name: str, obj: Any, plugin: str) -> None:
-    try:
-        check_reward_function_signature(obj, name)
-    except RewardFunctionError as exc:
-        raise TypeError(str(exc)) from None
-
-
-_estimators = _Registry("advantage estimator", "register_advantage_estimators", _validate_estimator)
-_reward_functions = _Registry("reward function", "register_reward_functions", _validate_reward_function)
-
-
-def _validate_snapshotter(name: str, obj: Any, plugin: str) -> None:
-    target = obj
-    if isinstance(obj, type):
-        try:
-            target = obj()
-        except TypeError as exc:
-            raise TypeError(f"{obj.__name__} must be constructible without arguments ({exc})") from None
-    missing = [m for m in ("supports", "get", "set") if not callable(getattr(target, m, None))]
-    if missing:
-        raise TypeError(f"a state snapshotter needs supports(env), get(env) and set(env, state); missing {missing}")
-
-
-_snapshots = _Registry("state snapshotter", "register_state_snapshots", _validate_snapshotter)
+_snapshots = _Registry("state snapshotter", "register_state_snapshots", check_snapshotter)
 _REGISTRIES = (_estimators, _reward_functions, _snapshots)
 
 
@@ -504,9 +459,9 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
         entry = _estimators.lookup(name_or_obj)
         factory, label, plugin = entry.obj, name_or_obj, entry.plugin
     else:
-        _validate_estimator(getattr(name_or_obj, "__name__", type(name_or_obj).__name__), name_or_obj, IN_PROCESS)
+        check_estimator(getattr(name_or_obj, "__name__", type(name_or_obj).__name__), name_or_obj, IN_PROCESS)
         factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
-    if _is_estimator_instance(factory):
+    if is_estimator_instance(factory):
         if kwargs:
             raise TypeError(f"advantage_kwargs {sorted(kwargs)} cannot be applied to the estimator instance {factory!r}.")
         return _stamp(factory, name_or_obj, plugin)
@@ -522,7 +477,7 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     except ValueError:
         pass
     estimator = factory(**kwargs)
-    if not _is_estimator_instance(estimator):
+    if not is_estimator_instance(estimator):
         raise TypeError(f"Advantage estimator {label!r} produced {estimator!r}, which has no requires/compute.")
     return _stamp(estimator, name_or_obj, plugin)
 
@@ -581,6 +536,28 @@ def register_state_snapshot(name: str, snapshotter: Any, replace: bool = False) 
     _snapshots.register_local(name, snapshotter, replace)
 
 
+def registered_advantage_estimators() -> dict[str, Any]:
+    """Every registered advantage estimator: name -> the registered class, factory or instance."""
+    return {name: entry.obj for name, entry in _estimators.entries.items()}
+
+
+def registered_state_snapshotters() -> dict[str, Any]:
+    """Every registered state snapshotter, in registration order: name -> the registered class or instance."""
+    return {name: entry.obj for name, entry in _snapshots.entries.items()}
+
+
+def reward_function_plugin(name: str) -> str | None:
+    """The plugin that registered the reward function ``name`` (``None``: no plugin registers it)."""
+    entry = _reward_functions.entries.get(name)
+    return None if entry is None else entry.plugin
+
+
+def skipped_plugins() -> dict[str, tuple[str, str]]:
+    """Installed plugins that ``SB3_GRPO_LOAD_PLUGINS`` leaves out: entry-point name -> (module, "distribution version")."""
+    load_plugins()
+    return dict(_skipped_plugins)
+
+
 def _reset_for_tests() -> None:
     """Forget everything loaded (the next lookup loads again). For the test suite only."""
     global _loaded
@@ -594,7 +571,3 @@ def _reset_for_tests() -> None:
         _reward_functions._local.clear()
         _snapshots._local.clear()
         _invalidate()
-
-
-# Re-exported for convenience: the base class of estimators.
-__all__ += ["AdvantageEstimator"]

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from sb3_grpo.plugin_checks import NEEDS
+
 __all__ = [
     "NEEDS",
     "REWARD_STREAMS",
@@ -40,15 +42,6 @@ __all__ = [
     "group_index",
     "run_estimator",
 ]
-
-#: What an estimator may need, with the words used in error messages.
-NEEDS: dict[str, str] = {
-    "values": "a critic's value estimates",
-    "group_ids": "group ids (trajectories sampled in groups that share a start state)",
-    "outcome_rewards": "one outcome reward per trajectory",
-    "step_rewards": "per-step rewards",
-}
-
 
 #: Key of ``AdvantageInputs.extras`` holding per-reward-function ``((T, B) rewards, gamma)`` pairs (see above).
 REWARD_STREAMS = "reward_streams"

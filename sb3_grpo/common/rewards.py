@@ -13,7 +13,6 @@ known from TRL's GRPO trainer:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,14 +20,11 @@ from typing import Any
 import numpy as np
 
 from sb3_grpo.common.advantages import group_index, grouped_mean_std
+from sb3_grpo.plugin_checks import RewardFunctionError, check_reward_function_signature, function_name
 
 __all__ = ["RewardCombiner", "RewardFunctionError", "Trajectory", "check_reward_function_signature", "score_trajectory"]
 
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
-
-
-class RewardFunctionError(ValueError):
-    """A reward function is unusable or returned something unusable."""
 
 
 @dataclass(frozen=True)
@@ -69,30 +65,6 @@ class Trajectory:
             f"trajectory {self.index} (group {self.group_id}, member {self.member}, length {self.length}, "
             f"{'terminated' if self.terminated else 'truncated' if self.truncated else 'unfinished'})"
         )
-
-
-def function_name(fn: Any) -> str:
-    return getattr(fn, "_registered_name", None) or getattr(fn, "__name__", None) or type(fn).__name__
-
-
-def check_reward_function_signature(fn: Any, name: str | None = None) -> None:
-    """Refuse anything that cannot be called as ``fn(trajectory)``.
-
-    :raises RewardFunctionError: naming the function and its signature.
-    """
-    label = name or function_name(fn)
-    if not callable(fn):
-        raise RewardFunctionError(f"Reward function {label!r} is not callable (got {type(fn).__name__}).")
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # builtins without a signature: give them the benefit of the doubt
-    try:
-        signature.bind(None)
-    except TypeError:
-        raise RewardFunctionError(
-            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is {label}{signature}."
-        ) from None
 
 
 def score_trajectory(fn: Callable, trajectory: Trajectory, name: str | None = None) -> np.ndarray:

@@ -80,21 +80,19 @@ def _third_party(plugin: Any) -> bool:
 def saved_by_record(model: Any) -> dict[str, Any]:
     """The record ``save()`` stores: the class, the sb3_grpo version, and the third-party plugins of the model's
     advantage estimator and reward functions (``[{"kind", "name", "plugin", "source"}]``)."""
-    from sb3_grpo import __version__
-    from sb3_grpo.plugins import _plugin_source, _reward_functions
+    from sb3_grpo._version import __version__
+    from sb3_grpo.plugins import plugin_source, reward_function_plugin
 
     plugins = []
     estimator = model.__dict__.get("_estimator")
     plugin = getattr(estimator, "_registered_plugin", None)
     if _third_party(plugin):
         name = getattr(estimator, "_registered_name", None)
-        plugins.append({"kind": "advantage estimator", "name": name, "plugin": plugin, "source": _plugin_source(str(plugin))})
+        plugins.append({"kind": "advantage estimator", "name": name, "plugin": plugin, "source": plugin_source(str(plugin))})
     for name in model.__dict__.get("reward_functions") or []:
-        entry = _reward_functions.entries.get(name) if isinstance(name, str) else None
-        if entry is not None and _third_party(entry.plugin):
-            plugins.append(
-                {"kind": "reward function", "name": name, "plugin": entry.plugin, "source": _plugin_source(entry.plugin)}
-            )
+        source = reward_function_plugin(name) if isinstance(name, str) else None
+        if source is not None and _third_party(source):
+            plugins.append({"kind": "reward function", "name": name, "plugin": source, "source": plugin_source(source)})
     return {
         "algorithm": algorithm_family(type(model)),
         "class": f"{type(model).__module__}.{type(model).__qualname__}",
@@ -248,7 +246,7 @@ def _blocked_packages() -> dict[str, tuple[str, str]]:
     plugins.load_plugins()
     loaded = {getattr(p, "__name__", type(p).__module__).partition(".")[0] for _, p in plugins.pm.list_name_plugin()}
     blocked = {}
-    for name, (module, source) in plugins._skipped_plugins.items():
+    for name, (module, source) in plugins.skipped_plugins().items():
         top = module.partition(".")[0]
         if top not in loaded and top != "sb3_grpo":
             blocked[top] = (name, source)
@@ -304,7 +302,7 @@ def prepare_custom_objects(
     :raises sb3_grpo.PluginError: naming the plugin an object or a name comes from, when that plugin is switched off
         or not installed, and saying how to go on.
     """
-    from sb3_grpo.plugins import LOAD_PLUGINS_ENV, PluginError, _filter_note, available_reward_functions
+    from sb3_grpo.plugins import LOAD_PLUGINS_ENV, PluginError, available_reward_functions, filter_note
 
     given = dict(custom_objects or {})
     out = dict(given)
@@ -344,7 +342,7 @@ def prepare_custom_objects(
             which = "; ".join(f"{n!r}{_plugin_words(*recorded.get(n, (None, '')))}" for n in missing)
             raise PluginError(
                 f"Cannot load {path!s} as a {cls.__name__} model: it scores trajectories with the reward "
-                f"function{'s' if len(missing) > 1 else ''} {which}, which no loaded plugin provides.{_filter_note()} "
+                f"function{'s' if len(missing) > 1 else ''} {which}, which no loaded plugin provides.{filter_note()} "
                 f"Install or enable the plugin, or load it with reward functions that exist (they score trajectories "
                 f"when training; one per saved function): {_replacement(cls, 'reward_functions')}. Available: "
                 f"{', '.join(sorted(available))}."

@@ -63,7 +63,7 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
 
     :raises SnapshotError: naming the env and the hook to implement when none does.
     """
-    from sb3_grpo.plugins import _snapshots
+    from sb3_grpo.plugins import registered_state_snapshotters
 
     obs_wrappers = observation_wrappers(env)
     if obs_wrappers:
@@ -71,8 +71,9 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
             f"Branching groups restore the core env's state, which would bypass the observation wrappers "
             f"{obs_wrappers} of {env}. Apply observation transforms as VecEnv wrappers (e.g. VecNormalize) instead."
         )
-    for name, entry in _snapshots.entries.items():
-        snapshotter = entry.obj() if isinstance(entry.obj, type) else entry.obj
+    registered = registered_state_snapshotters()
+    for name, obj in registered.items():
+        snapshotter = obj() if isinstance(obj, type) else obj
         if snapshotter.supports(env):
             return name, snapshotter
     spec = getattr(env, "spec", None)
@@ -82,5 +83,5 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
         f"states (branch_every). Register one through the 'register_state_snapshots' hook (see "
         f"sb3_grpo.hookspecs) or, in this process, with sb3_grpo.plugins.register_state_snapshot(name, snapshotter) "
         f"(examples/branching_custom_env.py), or train without branch_every. "
-        f"Available: {', '.join(sorted(_snapshots.entries))}."
+        f"Available: {', '.join(sorted(registered))}."
     )

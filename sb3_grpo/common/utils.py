@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sb3_grpo.common.advantages import check_estimator_needs
-from sb3_grpo.plugins import _estimators, get_advantage_estimator
+from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
 
 __all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "ClampedProgressMixin", "make_advantage_estimator"]
 
@@ -36,8 +36,8 @@ class ClampedProgressMixin:
 def fitting_estimators(provides: frozenset[str]) -> list[str]:
     """Registered estimator names whose (class-level) needs ``provides`` meets."""
     names = []
-    for name, entry in _estimators.entries.items():
-        requires = getattr(entry.obj, "requires", None)
+    for name, obj in registered_advantage_estimators().items():
+        requires = getattr(obj, "requires", None)
         if requires is None or isinstance(requires, property) or set(requires) <= set(provides):
             names.append(name)
     return sorted(names)
