@@ -1,6 +1,7 @@
 """sb3_grpo: GRPO, ExactTRPO and AdaptiveKLPPO for Stable-Baselines3, with pluggable estimators and rewards."""
 
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
+from sb3_grpo._moved import alias_moved_modules
 from sb3_grpo._version import __version__
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
@@ -26,6 +27,8 @@ from sb3_grpo.plugins import (
     unregister_plugin,
     unregister_reward_function,
 )
+
+alias_moved_modules()  # old module paths (saved models, plugins) keep importing
 
 __all__ = [
     "GRPO",

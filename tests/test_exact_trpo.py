@@ -18,9 +18,9 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from torch import nn
 
-from sb3_grpo.common.fisher import ExactFisher, actor_parameters
 from sb3_grpo.common.kl import distribution_parameters
 from sb3_grpo.exact_trpo import ExactTRPO
+from sb3_grpo.exact_trpo.fisher import ExactFisher, actor_parameters
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))
@@ -249,16 +249,16 @@ def test_devices(device):
 @pytest.mark.parametrize("net_arch, space", [([4], "parameters"), ([64, 64], "samples")])
 def test_the_exact_solve_runs_on_the_policy_device(device, net_arch, space, monkeypatch):
     """Every Cholesky factorisation of the Fisher system (either space) runs on the policy's device, not on the CPU."""
-    from sb3_grpo.common import fisher as fisher_module
+    from sb3_grpo.exact_trpo import fisher as fisher_module
 
     factorised_on = []
-    cholesky = fisher_module._cholesky
+    cholesky = fisher_module.cholesky
 
     def spy(mat):
         factorised_on.append(mat.device.type)
         return cholesky(mat)
 
-    monkeypatch.setattr(fisher_module, "_cholesky", spy)
+    monkeypatch.setattr(fisher_module, "cholesky", spy)
     model = _model("box", device=device, policy_kwargs=dict(net_arch=net_arch))
     model.learn(512)
     assert model.logger.name_to_value["train/fisher_solver"] == f"exact-{space}"

@@ -10,7 +10,8 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.func import functional_call
 
-from sb3_grpo.common.fisher import (
+from sb3_grpo.common.kl import distribution_parameters, exact_kl
+from sb3_grpo.exact_trpo.fisher import (
     ExactFisher,
     actor_parameters,
     closed_form_fisher_problem,
@@ -21,7 +22,6 @@ from sb3_grpo.common.fisher import (
     preconditioned_refinement,
     preprocessed_observations,
 )
-from sb3_grpo.common.kl import distribution_parameters, exact_kl
 
 ACTION_SPACES = {
     "categorical": spaces.Discrete(3),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sb3_grpo.common.kl_controllers import (
+from sb3_grpo.adaptive_kl_ppo.kl_controllers import (
     KL_CONTROLLERS,
     FixedKLController,
     ProportionalKLController,

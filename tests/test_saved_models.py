@@ -17,6 +17,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 import sb3_grpo
 from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO, PluginError
+from sb3_grpo._moved import MOVED_MODULES
 from sb3_grpo.common.saved_models import SAVED_BY_KEY, saved_algorithm
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -264,3 +265,19 @@ def test_a_file_object_is_checked_and_left_where_it_was():
         GRPO.load(buffer, device="cpu")
     assert buffer.tell() == 0
     assert isinstance(ExactTRPO.load(buffer, device="cpu"), ExactTRPO)
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED_MODULES.items()))
+def test_a_moved_module_keeps_its_old_path_for_imports_and_pickles(old, new):
+    import importlib
+    import inspect
+    import pickle
+
+    module = importlib.import_module(new)
+    assert importlib.import_module(old) is module
+    classes = [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == new]
+    functions = [f for _, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == new]
+    for obj in classes + functions:
+        # what a file saved before the move holds: a reference to the object under the old module path
+        reference = f"c{old}\n{obj.__qualname__}\n.".encode()
+        assert pickle.loads(reference) is obj

@@ -18,10 +18,10 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from torch.nn import functional as F
 
+from sb3_grpo.adaptive_kl_ppo.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
-from sb3_grpo.common.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
@@ -49,7 +49,7 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
     ``-mean(min(r * A, clip(r, 1 - eps, 1 + eps) * A))``, and the penalty is added to it (as RLlib does).
     After each policy update (all ``n_epochs``), the mean KL divergence ``d`` between the policy that collected
     the batch and the updated policy is measured over the whole batch and the coefficient ``kl_coef`` (beta) moves
-    toward ``target_kl`` by the rule ``kl_adaptation`` (see :mod:`sb3_grpo.common.kl_controllers`).
+    toward ``target_kl`` by the rule ``kl_adaptation`` (see :mod:`sb3_grpo.adaptive_kl_ppo.kl_controllers`).
 
     ``model.kl_coef`` always holds the current beta (the one the next update uses). It is saved with the model, so
     ``save`` / ``load`` / ``learn`` continues with the adapted beta. Setting it by hand between calls to ``learn``

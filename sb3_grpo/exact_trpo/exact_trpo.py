@@ -28,27 +28,26 @@ from torch import nn
 from torch.nn import functional as F
 
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer, _EstimatorMixin
-from sb3_grpo.common.fisher import (
-    FISHER_SOLVERS,
-    ExactFisher,
+from sb3_grpo.common.kl import distribution_parameters, exact_kl
+from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
+from sb3_grpo.common.save_util import SafeSaveMixin
+from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
+from sb3_grpo.exact_trpo.actor import (
     actor_modules,
     actor_parameters,
     closed_form_fisher_problem,
-    conjugate_gradient,
     couples_states,
     directions_per_state,
     distribution_inputs,
     fixed_noise,
     has_noise_layers,
+    index_obs,
     make_distribution,
-    preconditioned_refinement,
     preserved_buffers,
 )
-from sb3_grpo.common.kl import distribution_parameters, exact_kl
-from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
-from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
+from sb3_grpo.exact_trpo.fisher import FISHER_SOLVERS, ExactFisher
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.exact_trpo.solvers import conjugate_gradient, preconditioned_refinement
 
 __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
@@ -57,7 +56,7 @@ SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
 #: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
 AUTO_FISHER_DIRECTIONS = 1536
 #: ``fisher_subsample="auto"`` for an actor differentiated through whole-batch forward passes (BatchNorm in training
-#: mode, Dropout; see :func:`sb3_grpo.common.fisher.couples_states`): at most this many ``directions x batch states``
+#: mode, Dropout; see :func:`sb3_grpo.exact_trpo.fisher.couples_states`): at most this many ``directions x batch states``
 #: (each Fisher direction is a backward pass over the whole batch), e.g. 256 directions for a batch of 2048.
 AUTO_WHOLE_BATCH_WORK = 2**19
 #: ``kl_action_reduction`` choices: how the KL of a factorised action distribution is reduced over action dimensions.
@@ -73,19 +72,13 @@ def _scaled(matvec: Callable[[th.Tensor], th.Tensor], c: float) -> Callable[[th.
     return lambda v: c * matvec(v)
 
 
-def _index_obs(obs: Any, idx: Any) -> Any:
-    if isinstance(obs, dict):
-        return {key: value[idx] for key, value in obs.items()}
-    return obs[idx]
-
-
 class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 
     sb3-contrib's :class:`~sb3_contrib.TRPO` approximates ``F^-1 g`` with a few conjugate-gradient iterations.
     ExactTRPO forms the Fisher ``F = mean_n J_n^T M_n J_n`` in closed form (Categorical, MultiCategorical,
-    Bernoulli, diagonal Gaussian and gSDE policies, see :mod:`sb3_grpo.common.fisher`) on the rollout's states (or a random
+    Bernoulli, diagonal Gaussian and gSDE policies, see :mod:`sb3_grpo.exact_trpo.fisher`) on the rollout's states (or a random
     subsample of them) and solves ``(c F + cg_damping I) x = g`` exactly by Cholesky (``c F``: the Hessian of the trust
     region's KL, ``c = 1 / d`` for a Gaussian or Bernoulli policy over ``d`` action dimensions whose KL sb3-contrib
     averages over them, see ``kl_action_reduction``; else ``c = 1``), in parameter space or, through
@@ -458,7 +451,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         # an actor whose output at a state depends on the batch (BatchNorm) or on noise (Dropout): every state's
         # output is that of the forward pass over the whole batch, as in the gradient and the line search
         whole_batch = couples_states(self.policy) or has_noise_layers(self.policy)
-        obs_f = obs if idx_t is None or whole_batch else _index_obs(obs, idx_t)
+        obs_f = obs if idx_t is None or whole_batch else index_obs(obs, idx_t)
         rows_f = idx_t if whole_batch else None
         info: dict[str, Any] = {"fisher_states": n if idx is None else len(idx), "fisher_refine_steps": 0}
         batch_fisher: ExactFisher | None = None  # the whole batch's structured Fisher, when the solve is refined on it
@@ -516,7 +509,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
         return x, info
 
     def _policy_step(self, obs: Any, actions: th.Tensor, old_log_prob: th.Tensor, advantages: th.Tensor) -> dict[str, Any]:
-        params = [p for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))]
+        params = [p for _, p in actor_parameters(self.policy, index_obs(obs, slice(0, 2)))]
         old = self._old_distribution(obs)
         distribution = self._distribution(obs)
         objective = (advantages * th.exp(distribution.log_prob(actions) - old_log_prob)).mean()
@@ -597,7 +590,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
 
         for rollout_data in self.rollout_buffer.get(batch_size=None):  # one batch: the whole rollout
             step = self.sub_sampling_factor
-            obs = _index_obs(rollout_data.observations, slice(None, None, step))
+            obs = index_obs(rollout_data.observations, slice(None, None, step))
             actions = rollout_data.actions[::step]
             if isinstance(self.action_space, spaces.Discrete):
                 actions = actions.long().flatten()
@@ -608,7 +601,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             try:
                 with preserved_buffers(self.policy):
                     stats = self._policy_step(obs, actions, rollout_data.old_log_prob[::step], advantages)
-                    actor_ids = {id(p) for _, p in actor_parameters(self.policy, _index_obs(obs, slice(0, 2)))}
+                    actor_ids = {id(p) for _, p in actor_parameters(self.policy, index_obs(obs, slice(0, 2)))}
                 self._update_running_statistics(obs)
             finally:
                 self._noise_seed = None

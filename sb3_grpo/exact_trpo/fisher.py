@@ -45,10 +45,9 @@ preconditioner (:meth:`ExactFisher.subset`, :meth:`ExactFisher.factorize`).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch as th
@@ -56,17 +55,32 @@ from stable_baselines3.common.distributions import (
     BernoulliDistribution,
     CategoricalDistribution,
     DiagGaussianDistribution,
-    Distribution,
     MultiCategoricalDistribution,
     StateDependentNoiseDistribution,
 )
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
-from torch.distributions import Normal
-from torch.nn.modules.batchnorm import _BatchNorm
-from torch.nn.modules.dropout import _DropoutNd
 
+from sb3_grpo.exact_trpo.actor import (
+    ActorHead,
+    actor_modules,
+    actor_parameters,
+    batched_vjp,
+    closed_form_fisher_problem,
+    couples_states,
+    directions_per_state,
+    distribution_inputs,
+    fixed_noise,
+    flat_to_params,
+    has_noise_layers,
+    index_obs,
+    make_distribution,
+    preprocessed_observations,
+    preserved_buffers,
+)
+from sb3_grpo.exact_trpo.solvers import cholesky, cholesky_apply, conjugate_gradient, preconditioned_refinement
+
+# The actor's and the solvers' names are re-exported: this module is where the Fisher maths are documented.
 __all__ = [
     "FISHER_SOLVERS",
     "ExactFisher",
@@ -88,176 +102,8 @@ __all__ = [
 ]
 
 FISHER_SOLVERS = ("auto", "exact", "cg")
-_CLOSED_FORM = (
-    CategoricalDistribution,
-    MultiCategoricalDistribution,
-    BernoulliDistribution,
-    DiagGaussianDistribution,
-    StateDependentNoiseDistribution,
-)
 #: Elements (``rows x batch states``) of one batched vector-Jacobian product of the whole-batch path.
 _VJP_CHUNK_ELEMENTS = 2**18
-
-
-def closed_form_fisher_problem(policy: ActorCriticPolicy) -> str | None:
-    """Why the policy's Fisher has no closed form here (``None`` when it has one)."""
-    dist = policy.action_dist
-    if not isinstance(dist, _CLOSED_FORM):
-        return (
-            f"{type(dist).__name__} has no closed-form Fisher here (supported: Categorical, MultiCategorical, "
-            "Bernoulli, diagonal Gaussian with a state-independent log_std, and gSDE)"
-        )
-    if isinstance(dist, (DiagGaussianDistribution, StateDependentNoiseDistribution)) and not isinstance(
-        getattr(policy, "log_std", None), nn.Parameter
-    ):
-        return "the Gaussian policy has no log_std parameter"
-    return None
-
-
-def _cast_obs(obs: Any, dtype: th.dtype) -> Any:
-    if isinstance(obs, dict):
-        return {key: value.to(dtype) for key, value in obs.items()}
-    return obs.to(dtype)
-
-
-def _index_obs(obs: Any, idx: Any) -> Any:
-    if isinstance(obs, dict):
-        return {key: value[idx] for key, value in obs.items()}
-    return obs[idx]
-
-
-def _actor_dtype(policy: ActorCriticPolicy) -> th.dtype:
-    weight: th.Tensor = policy.action_net.weight  # type: ignore[assignment]  # SB3 types action_net as nn.Module
-    return weight.dtype
-
-
-def preprocessed_observations(policy: ActorCriticPolicy, obs: Any) -> Any:
-    """SB3's ``preprocess_obs`` (one-hot encoding of ``Discrete`` / ``MultiDiscrete`` parts, image scaling), cast to
-    the dtype of the actor's parameters (float64 policies included: SB3's preprocessing casts to float32)."""
-    pre = preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images)
-    return _cast_obs(pre, _actor_dtype(policy))
-
-
-def _gsde_std(policy: ActorCriticPolicy, latent: th.Tensor) -> th.Tensor:
-    """gSDE's per-state standard deviation, as SB3's ``StateDependentNoiseDistribution.proba_distribution``."""
-    dist: StateDependentNoiseDistribution = policy.action_dist  # type: ignore[assignment]  # checked by the caller
-    latent_sde = latent if dist.learn_features else latent.detach()
-    variance = th.mm(latent_sde**2, dist.get_std(policy.log_std) ** 2)
-    return th.sqrt(variance + dist.epsilon)
-
-
-def _actor_outputs(policy: ActorCriticPolicy, preprocessed: Any) -> th.Tensor:
-    """:func:`distribution_inputs` from observations already through :func:`preprocessed_observations`."""
-    latent = policy.mlp_extractor.forward_actor(policy.pi_features_extractor(preprocessed))
-    mean = policy.action_net(latent)
-    if isinstance(policy.action_dist, StateDependentNoiseDistribution):
-        return th.cat([mean, _gsde_std(policy, latent)], dim=1)
-    return mean
-
-
-def distribution_inputs(policy: ActorCriticPolicy, obs: Any) -> th.Tensor:
-    """The network part of the action distribution's parameters: logits, or the Gaussian mean, ``(N, d)``; for gSDE
-    the mean and the per-state standard deviation, ``(N, 2 * action_dim)``.
-
-    Works in the dtype of the actor's parameters (float64 policies included: SB3's preprocessing casts to float32).
-    """
-    return _actor_outputs(policy, preprocessed_observations(policy, obs))
-
-
-def make_distribution(policy: ActorCriticPolicy, z: th.Tensor) -> Distribution:
-    """The policy's SB3 distribution built from :func:`distribution_inputs` (closed-form distributions only).
-
-    gSDE: a copy of the policy's distribution whose Gaussian is ``N(mean, std^2)`` from ``z``: its ``log_prob``,
-    ``entropy``, ``mode`` and KL are the policy's; sampling needs the latent features (use ``get_distribution``).
-    """
-    dist = policy.action_dist
-    if isinstance(dist, StateDependentNoiseDistribution):
-        mean, std = th.chunk(z, 2, dim=1)
-        out = copy.copy(dist)
-        out.distribution = Normal(mean, std)
-        return out
-    if isinstance(dist, DiagGaussianDistribution):
-        return dist.proba_distribution(z, policy.log_std)
-    return dist.proba_distribution(action_logits=z)
-
-
-def actor_modules(policy: ActorCriticPolicy) -> Iterator[nn.Module]:
-    """The modules the action distribution goes through: the actor's features extractor, the policy part of the
-    MLP extractor (the whole extractor when it has no ``policy_net``) and ``action_net``."""
-    mlp = policy.mlp_extractor
-    for part in (policy.pi_features_extractor, getattr(mlp, "policy_net", mlp), policy.action_net):
-        yield from part.modules()
-
-
-def couples_states(policy: ActorCriticPolicy) -> bool:
-    """Whether the actor's output at a state depends on the other states of the batch: a BatchNorm layer that
-    normalises with the batch's statistics (training mode, or no running statistics)."""
-    return any(
-        isinstance(module, _BatchNorm) and (module.training or not module.track_running_stats)
-        for module in actor_modules(policy)
-    )
-
-
-def has_noise_layers(policy: ActorCriticPolicy) -> bool:
-    """Whether the actor draws random numbers in its forward pass: a Dropout layer in training mode with ``p > 0``."""
-    return any(isinstance(m, _DropoutNd) and m.training and m.p > 0 for m in actor_modules(policy))
-
-
-@contextlib.contextmanager
-def fixed_noise(seed: int | None, device: th.device | str) -> Iterator[None]:
-    """Run the enclosed forward pass with torch's generators seeded with ``seed``, restored on exit: noise layers
-    (Dropout) draw the same masks at every forward pass of the same batch. ``None``: do nothing."""
-    if seed is None:
-        yield
-        return
-    devices = list(range(th.cuda.device_count())) if th.device(device).type == "cuda" else []
-    with th.random.fork_rng(devices=devices):
-        th.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def preserved_buffers(module: nn.Module) -> Iterator[None]:
-    """Restore the module's buffers (BatchNorm running statistics and counters) on exit: forward passes inside leave
-    no trace on them."""
-    saved = [(buffer, buffer.detach().clone()) for buffer in module.buffers()]
-    try:
-        yield
-    finally:
-        with th.no_grad():
-            for buffer, value in saved:
-                buffer.copy_(value)
-
-
-def actor_parameters(policy: ActorCriticPolicy, obs: Any) -> list[tuple[str, nn.Parameter]]:
-    """The trainable parameters the action distribution depends on, in ``named_parameters`` order.
-
-    Found through the autograd graph of the distribution on ``obs`` (a few states suffice), so value-function
-    parameters are excluded whatever their names.
-    """
-    named = [(name, p) for name, p in policy.named_parameters() if p.requires_grad]
-    with preserved_buffers(policy):  # restored after the backward pass, which may need them (BatchNorm)
-        z = distribution_inputs(policy, obs)
-        out = z.sum()
-        log_std = getattr(policy, "log_std", None)
-        if isinstance(log_std, nn.Parameter):
-            out = out + log_std.sum()
-        grads = th.autograd.grad(out, [p for _, p in named], allow_unused=True)
-    return [(name, p) for (name, p), grad in zip(named, grads, strict=True) if grad is not None]
-
-
-def directions_per_state(policy: ActorCriticPolicy) -> int:
-    """``k``: the number of columns of the distribution's Fisher factor ``A`` (see :func:`distribution_fisher_factor`)."""
-    dist = policy.action_dist
-    if isinstance(dist, MultiCategoricalDistribution):
-        return sum(1 if int(n) == 2 else int(n) for n in dist.action_dims)
-    if isinstance(dist, CategoricalDistribution):
-        return 1 if dist.action_dim == 2 else int(dist.action_dim)
-    if isinstance(dist, BernoulliDistribution):
-        return int(dist.action_dims)
-    if isinstance(dist, StateDependentNoiseDistribution):
-        return 2 * int(dist.action_dim)  # mean and standard deviation
-    return int(dist.action_dim)  # type: ignore[attr-defined]  # every SB3 distribution sets it; the base class does not declare it
 
 
 def distribution_fisher_factor(policy: ActorCriticPolicy, z: th.Tensor) -> th.Tensor:
@@ -307,81 +153,6 @@ def _batched_block_diag(blocks: list[th.Tensor]) -> th.Tensor:
         r += b.shape[1]
         c += b.shape[2]
     return out
-
-
-def flat_to_params(flat: th.Tensor, params: list[nn.Parameter]) -> list[th.Tensor]:
-    """Split a flat vector into views shaped like ``params``."""
-    out, start = [], 0
-    for p in params:
-        out.append(flat[start : start + p.numel()].view_as(p))
-        start += p.numel()
-    return out
-
-
-def conjugate_gradient(
-    matvec: Callable[[th.Tensor], th.Tensor], b: th.Tensor, max_iter: int, residual_tol: float = 1e-10
-) -> th.Tensor:
-    """Solve ``H x = b`` for a symmetric positive definite ``H`` given as ``matvec``, from ``x = 0`` (deterministic).
-
-    :param residual_tol: stop once the squared residual norm falls below it.
-    """
-    x = th.zeros_like(b)
-    r = b.clone()
-    p = b.clone()
-    rr = th.dot(r, r)
-    for _ in range(max_iter):
-        if float(rr) < residual_tol:
-            break
-        hp = matvec(p)
-        alpha = rr / th.dot(p, hp)
-        x += alpha * p
-        r -= alpha * hp
-        rr_new = th.dot(r, r)
-        p = r + (rr_new / rr) * p
-        rr = rr_new
-    return x
-
-
-def preconditioned_refinement(
-    matvec: Callable[[th.Tensor], th.Tensor],
-    precondition: Callable[[th.Tensor], th.Tensor],
-    b: th.Tensor,
-    max_iter: int,
-    tol: float,
-) -> tuple[th.Tensor, int, float]:
-    """Solve ``H x = b`` (``H`` symmetric positive definite, as ``matvec``) by preconditioned conjugate gradients.
-
-    Starts from ``x0 = precondition(b)`` (the preconditioner's own solution) and stops once the relative residual
-    ``||b - H x|| / ||b||`` is at most ``tol`` or after ``max_iter`` iterations (each: one ``matvec`` and one
-    ``precondition``). Deterministic.
-
-    :return: ``x``, the number of iterations and the final relative residual (recomputed from ``H x``, not the
-        recursion's estimate).
-    """
-    b_norm = float(b.norm())
-    x = precondition(b)
-    if b_norm == 0:
-        return x, 0, 0.0
-    r = b - matvec(x)
-    iters = 0
-    if float(r.norm()) > tol * b_norm and max_iter > 0:
-        z = precondition(r)
-        p = z.clone()
-        rz = th.dot(r, z)
-        while iters < max_iter:
-            iters += 1
-            hp = matvec(p)
-            alpha = rz / th.dot(p, hp)
-            x += alpha * p
-            r -= alpha * hp
-            if float(r.norm()) <= tol * b_norm:
-                break
-            z = precondition(r)
-            rz_new = th.dot(r, z)
-            p = z + (rz_new / rz) * p
-            rz = rz_new
-        r = b - matvec(x)
-    return x, iters, float(r.norm()) / b_norm
 
 
 class _Layer:
@@ -444,7 +215,7 @@ class ExactFisher:
         if states is not None:
             states = th.as_tensor(states, device=policy.device).reshape(-1)
             if not self._whole_batch:
-                observations, states = _index_obs(observations, states), None
+                observations, states = index_obs(observations, states), None
         self.obs = observations
         self.rows = states
         self.params = params if params is not None else [p for _, p in actor_parameters(policy, observations)]
@@ -561,7 +332,7 @@ class ExactFisher:
             return self._whole_batch_u()
         from torch.func import functional_call, jacrev, vmap
 
-        head = _ActorHead(self.policy)
+        head = ActorHead(self.policy)
         names = {id(p): "policy." + name for name, p in self.policy.named_parameters()}
         net = {names[id(self.params[i])]: self.params[i].detach() for i in self.net_indices}
 
@@ -595,7 +366,7 @@ class ExactFisher:
                 j, m = t // self.n_states, t % self.n_states
                 grad_outputs = z.new_zeros(len(t), n_all, self.dim)
                 grad_outputs[th.arange(len(t), device=z.device), rows[m]] = factor[m, :, j]
-                out[start : start + len(t)] = _batched_vjp(z, net, grad_outputs).to(self.dtype)
+                out[start : start + len(t)] = batched_vjp(z, net, grad_outputs).to(self.dtype)
         return out
 
     # ------------------------------------------------------------------ products
@@ -729,7 +500,7 @@ class ExactFisher:
         if self._whole_batch and self.layers is None:  # rows of the same whole-batch forward pass
             out.rows = idx if self.rows is None else self.rows[idx]
         else:
-            out.obs = _index_obs(self.obs, idx)
+            out.obs = index_obs(self.obs, idx)
         out.n_states = len(idx)
         out.n_directions = out.n_states * self.k
         out.factor = self.factor[idx]
@@ -770,15 +541,15 @@ class ExactFisher:
             mat.diagonal().add_(damping)
         else:
             raise ValueError(f"space must be 'samples', 'parameters' or 'auto', got {space!r}")
-        chol = _cholesky(mat)
+        chol = cholesky(mat)
 
         def solve(g: th.Tensor) -> th.Tensor:
             g_net, g_ls = self.split(g)
             if space == "samples":
-                c = _cholesky_apply(chol, self.ut(g_net)).to(self.dtype)
+                c = cholesky_apply(chol, self.ut(g_net)).to(self.dtype)
                 x_net = (g_net - self.u(c)) / damping
             else:
-                x_net = _cholesky_apply(chol, g_net).to(self.dtype)
+                x_net = cholesky_apply(chol, g_net).to(self.dtype)
             return self.join(x_net, None if g_ls is None else g_ls / (2.0 + damping))
 
         return solve
@@ -792,50 +563,3 @@ class ExactFisher:
         :param dtype: dtype of the factorisation (default: the policy's).
         """
         return self.factorize(damping, space=space, dtype=dtype)(g)
-
-
-class _ActorHead(nn.Module):
-    """The policy as a module whose forward is :func:`distribution_inputs` (for ``torch.func.functional_call``)."""
-
-    def __init__(self, policy: ActorCriticPolicy):
-        super().__init__()
-        self.policy = policy
-
-    def forward(self, preprocessed: Any) -> th.Tensor:
-        return _actor_outputs(self.policy, preprocessed)
-
-
-def _batched_vjp(output: th.Tensor, params: list[nn.Parameter], grad_outputs: th.Tensor) -> th.Tensor:
-    """``(B, P)``: the flat gradients of ``sum(grad_outputs[b] * output)`` for each ``b``, in one batched backward pass
-    (one pass per row when an operation has no batching rule)."""
-
-    def flat(grads: tuple[th.Tensor | None, ...], lead: tuple[int, ...]) -> th.Tensor:
-        parts = [g if g is not None else p.new_zeros(*lead, *p.shape) for g, p in zip(grads, params, strict=True)]
-        return th.cat([part.reshape(*lead, -1) for part in parts], dim=-1)
-
-    try:
-        grads = th.autograd.grad(
-            output, params, grad_outputs=grad_outputs, is_grads_batched=True, retain_graph=True, allow_unused=True
-        )
-        result = flat(grads, (len(grad_outputs),))
-    except RuntimeError:  # an operation without a batching rule
-        rows = [
-            flat(th.autograd.grad(output, params, grad_outputs=row, retain_graph=True, allow_unused=True), ())
-            for row in grad_outputs
-        ]
-        result = th.stack(rows)
-    return result
-
-
-def _cholesky(mat: th.Tensor) -> th.Tensor:
-    """Lower Cholesky factor; retried in float64 when ``mat`` is not numerically positive definite in its dtype."""
-    chol, info = th.linalg.cholesky_ex(mat)
-    if int(info) != 0:
-        chol, info = th.linalg.cholesky_ex(mat.double())
-        if int(info) != 0:
-            raise RuntimeError("The damped Fisher is not numerically positive definite; increase the damping.")
-    return chol
-
-
-def _cholesky_apply(chol: th.Tensor, rhs: th.Tensor) -> th.Tensor:
-    return th.cholesky_solve(rhs.to(chol.dtype).unsqueeze(1), chol).squeeze(1).to(rhs.dtype)
