@@ -20,11 +20,9 @@ from torch.nn import functional as F
 
 from sb3_grpo.adaptive_kl_ppo.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
-from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer
+from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
-from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 
 __all__ = ["KL_ESTIMATOR_CHOICES", "AdaptiveKLPPO", "supports_exact_kl"]
 
@@ -37,7 +35,7 @@ KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
 _MIN_EVAL_CHUNK = 1024
 
 
-class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnPolicyAlgorithm):
+class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 
@@ -300,25 +298,7 @@ class AdaptiveKLPPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, OnP
         )
 
     def _setup_model(self) -> None:
-        if self.rollout_buffer_class is None:
-            dict_obs = isinstance(self.observation_space, spaces.Dict)
-            self.rollout_buffer_class = DictEstimatorRolloutBuffer if dict_obs else EstimatorRolloutBuffer
-        super()._setup_model()
-
-        # Resolving now makes unknown names and misfits fail at construction, before any env step.
-        if getattr(self, "_estimator", None) is None:  # a loaded model keeps its (possibly stateful) estimator
-            self._estimator = make_advantage_estimator(
-                "AdaptiveKLPPO", self.advantage_estimator, self.advantage_kwargs, CRITIC_PROVIDES
-            )
-        if isinstance(self.rollout_buffer, (EstimatorRolloutBuffer, DictEstimatorRolloutBuffer)):
-            self.rollout_buffer.estimator = self._estimator
-        elif self.advantage_estimator != "gae":
-            raise ValueError(
-                f"AdaptiveKLPPO: advantage_estimator={self.advantage_estimator!r} needs a rollout buffer that calls it, "
-                f"but rollout_buffer_class={self.rollout_buffer_class.__name__} computes SB3's GAE itself. Use "
-                "EstimatorRolloutBuffer (or DictEstimatorRolloutBuffer) from sb3_grpo.common.buffers, or leave "
-                "rollout_buffer_class=None."
-            )
+        super()._setup_model()  # with the advantage estimator (see AlgorithmMixin)
 
         if self.clip_range is not None:
             self.clip_range = FloatSchedule(self.clip_range)

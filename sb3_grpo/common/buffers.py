@@ -20,13 +20,14 @@ from sb3_grpo.common.advantages import AdvantageInputs, run_estimator
 
 __all__ = [
     "DictEstimatorRolloutBuffer",
+    "EstimatorBufferMixin",
     "EstimatorRolloutBuffer",
     "GroupRolloutBuffer",
     "GroupRolloutBufferSamples",
 ]
 
 
-class _EstimatorMixin:
+class EstimatorBufferMixin:
     """Replaces ``compute_returns_and_advantage`` with a call to ``self.estimator`` on the critic layout."""
 
     estimator: Any = None
@@ -65,7 +66,7 @@ class _EstimatorMixin:
         self.returns = np.asarray(outputs.returns, dtype=np.float32)
 
 
-class EstimatorRolloutBuffer(_EstimatorMixin, RolloutBuffer):
+class EstimatorRolloutBuffer(EstimatorBufferMixin, RolloutBuffer):
     """SB3's :class:`~stable_baselines3.common.buffers.RolloutBuffer` with a pluggable advantage estimator.
 
     :param estimator: an advantage estimator instance (``requires`` within ``{"values", "step_rewards"}``).
@@ -76,7 +77,7 @@ class EstimatorRolloutBuffer(_EstimatorMixin, RolloutBuffer):
         self.estimator = estimator
 
 
-class DictEstimatorRolloutBuffer(_EstimatorMixin, DictRolloutBuffer):
+class DictEstimatorRolloutBuffer(EstimatorBufferMixin, DictRolloutBuffer):
     """SB3's :class:`~stable_baselines3.common.buffers.DictRolloutBuffer` with a pluggable advantage estimator."""
 
     def __init__(self, *args: Any, estimator: Any = None, **kwargs: Any):

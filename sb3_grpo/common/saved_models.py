@@ -25,12 +25,12 @@ from typing import Any
 __all__ = [
     "ALGORITHMS",
     "SAVED_BY_KEY",
-    "RecordSavedByMixin",
     "algorithm_family",
     "check_saved_class",
     "prepare_custom_objects",
     "read_saved_data",
     "saved_algorithm",
+    "saved_by_record",
 ]
 
 #: Key of the record in a saved model's ``data``.
@@ -99,17 +99,6 @@ def saved_by_record(model: Any) -> dict[str, Any]:
         "sb3_grpo_version": __version__,
         "plugins": plugins,
     }
-
-
-class RecordSavedByMixin:
-    """``save()`` stores :func:`saved_by_record` with the model (see :mod:`sb3_grpo.common.saved_models`)."""
-
-    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
-        self.__dict__[SAVED_BY_KEY] = saved_by_record(self)
-        try:
-            super().save(path, exclude=exclude, include=include)  # type: ignore[misc]
-        finally:
-            self.__dict__.pop(SAVED_BY_KEY, None)
 
 
 # -------------------------------------------------------------------------

@@ -27,11 +27,9 @@ from stable_baselines3.common.utils import explained_variance
 from torch import nn
 from torch.nn import functional as F
 
-from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorRolloutBuffer, _EstimatorMixin
+from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
-from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import CRITIC_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.exact_trpo.actor import (
     actor_modules,
     actor_parameters,
@@ -72,7 +70,7 @@ def _scaled(matvec: Callable[[th.Tensor], th.Tensor], c: float) -> Callable[[th.
     return lambda v: c * matvec(v)
 
 
-class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
+class ExactTRPO(AlgorithmMixin, FiniteRolloutMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 
@@ -306,23 +304,7 @@ class ExactTRPO(SafeSaveMixin, FiniteRolloutMixin, ClampedProgressMixin, TRPO):
             fail(f"fisher_subsample must be 'auto', None, an int >= 1 or a float in (0, 1], got {sub!r}")
 
     def _setup_model(self) -> None:
-        # A loaded model keeps its (possibly stateful) estimator; resolving now fails early on misfits.
-        if getattr(self, "_estimator", None) is None:
-            self._estimator = make_advantage_estimator(
-                "ExactTRPO", self.advantage_estimator, self.advantage_kwargs, CRITIC_PROVIDES
-            )
-        if self.rollout_buffer_class is None:
-            dict_obs = isinstance(self.observation_space, spaces.Dict)
-            self.rollout_buffer_class = DictEstimatorRolloutBuffer if dict_obs else EstimatorRolloutBuffer
-        super()._setup_model()
-        if isinstance(self.rollout_buffer, _EstimatorMixin):
-            self.rollout_buffer.estimator = self._estimator
-        elif self.advantage_estimator != "gae":
-            raise ValueError(
-                f"ExactTRPO: advantage_estimator={self.advantage_estimator!r} needs an estimator rollout buffer, but "
-                f"rollout_buffer_class={self.rollout_buffer_class.__name__} computes SB3's GAE itself; use "
-                "sb3_grpo.common.buffers.EstimatorRolloutBuffer (the default when rollout_buffer_class=None)."
-            )
+        super()._setup_model()  # with the advantage estimator (see AlgorithmMixin)
         self._check_policy()
         if not hasattr(self, "_fisher_rng"):
             # the Fisher's state subsample: reproducible from the seed, saved with the model

@@ -18,13 +18,12 @@ from stable_baselines3.common.utils import FloatSchedule, LinearSchedule, obs_as
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.advantages import AdvantageInputs, group_index, grouped_mean_std, run_estimator
+from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
 from sb3_grpo.common.buffers import GroupRolloutBuffer
 from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_reset, is_group_reset_class
 from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.rewards import RewardCombiner, Trajectory
-from sb3_grpo.common.save_util import SafeSaveMixin
-from sb3_grpo.common.utils import GROUP_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import get_reward_function
 
@@ -162,7 +161,7 @@ class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
 
 
-class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
+class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     """
     Group Relative Policy Optimisation (Shao et al. 2024, DeepSeekMath), for any Gymnasium env, without a critic.
 
@@ -278,6 +277,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         "CnnPolicy": CnnPolicy,
         "MultiInputPolicy": MultiInputPolicy,
     }
+    estimator_provides = GROUP_PROVIDES
     policy: ActorPolicy  # type: ignore[assignment]
     #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
     _branch_states: tuple[str, list[Any]] | None = None
@@ -485,9 +485,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         self.clip_range = FloatSchedule(self.clip_range)  # type: ignore[assignment]
         if self.clip_range_high is not None:
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
-        # Resolving now makes unknown names and misfits fail at construction, before any env step.
-        if getattr(self, "_estimator", None) is None:  # a loaded model keeps its (possibly stateful) estimator
-            self._estimator = make_advantage_estimator("GRPO", self.advantage_estimator, self.advantage_kwargs, GROUP_PROVIDES)
+        self._setup_estimator()
         if self.reward_gammas is not None and not getattr(self._estimator, "accepts_reward_streams", False):
             raise ValueError(
                 f"reward_gammas (one discount per reward function) needs an advantage estimator that discounts each "

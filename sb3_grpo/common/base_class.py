@@ -1,0 +1,195 @@
+"""
+What every sb3_grpo algorithm does the same way: :class:`AlgorithmMixin`, mixed in before the SB3 class an
+algorithm extends (``class GRPO(AlgorithmMixin, OnPolicyAlgorithm)``).
+
+A new algorithm sets :attr:`AlgorithmMixin.estimator_provides` and writes only its own parts: its arguments (checked
+with :meth:`AlgorithmMixin._fail`), its rollout if it differs from SB3's, and ``train``. With SB3's rollout buffer,
+``_setup_model`` wires the estimator into it; an algorithm that builds its own batch (GRPO) calls
+:meth:`AlgorithmMixin._setup_estimator` from its own ``_setup_model``.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import warnings
+from typing import Any, ClassVar, NoReturn
+
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+
+from sb3_grpo.common.advantages import check_estimator_needs
+from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
+from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
+from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
+from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
+
+__all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "AlgorithmMixin", "fitting_estimators", "make_advantage_estimator"]
+
+#: What a critic algorithm (ExactTRPO, AdaptiveKLPPO) hands to advantage estimators.
+CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
+#: What GRPO hands to advantage estimators.
+GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards"})
+
+
+def fitting_estimators(provides: frozenset[str]) -> list[str]:
+    """Registered estimator names whose (class-level) needs ``provides`` meets."""
+    names = []
+    for name, obj in registered_advantage_estimators().items():
+        requires = getattr(obj, "requires", None)
+        if requires is None or isinstance(requires, property) or set(requires) <= set(provides):
+            names.append(name)
+    return sorted(names)
+
+
+def make_advantage_estimator(
+    algorithm: str, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, provides: frozenset[str]
+) -> Any:
+    """Resolve, instantiate and check an estimator for an algorithm.
+
+    :param algorithm: the algorithm's name (for messages).
+    :param advantage_estimator: a registered name, an estimator class or an instance.
+    :param advantage_kwargs: options for the estimator.
+    :param provides: what the algorithm provides (:data:`CRITIC_PROVIDES` or :data:`GROUP_PROVIDES`).
+    :raises sb3_grpo.common.advantages.EstimatorError: if the estimator needs something the algorithm lacks,
+        naming both and listing the estimators that fit.
+    """
+    estimator = get_advantage_estimator(advantage_estimator, **(advantage_kwargs or {}))
+    check_estimator_needs(
+        estimator, provides, algorithm, f"Estimators that fit {algorithm}: {', '.join(fitting_estimators(provides))}."
+    )
+    return estimator
+
+
+class AlgorithmMixin:
+    """
+    The shared base of GRPO, ExactTRPO and AdaptiveKLPPO (placed before their SB3 base class).
+
+    - **Advantage estimator**: :meth:`_setup_estimator` resolves ``advantage_estimator`` / ``advantage_kwargs`` at
+      construction (unknown names and misfits fail before any env step) and checks it against
+      :attr:`estimator_provides`; ``_setup_model`` also wires it into SB3's rollout buffer.
+    - **Arguments**: :meth:`_fail` raises the ``ValueError`` every argument check raises, prefixed with the
+      algorithm's name; :meth:`_warn_batch_size` warns about a minibatch larger than the rollout.
+    - **Schedules**: the remaining progress that schedules see (learning rate, clip range) stays at 0 or above. SB3
+      computes ``1 - num_timesteps / total_timesteps``, which goes negative when the last rollout overshoots the
+      budget; a linear schedule then gives a *negative* learning rate for the last update, i.e. gradient ascent on
+      the loss. GRPO's rollouts run whole groups of episodes, so they overshoot by up to G episodes. Clamped, the
+      last update uses the schedule's final value.
+    - **Saving**: ``save`` writes to a temporary file next to the target and renames it into place only once
+      complete (an interrupted save never destroys the previous file) and records the class that saved the file
+      (see :mod:`sb3_grpo.common.saved_models`). ``load`` turns a truncated or foreign file into a ``ValueError``
+      that says what the file is not, refuses a file saved by another algorithm (naming it), and never unpickles
+      code of a plugin that is switched off.
+    - **Dead workers**: ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into an error that says
+      what happened and how to continue.
+    """
+
+    #: What the algorithm hands to advantage estimators (a subset of :data:`sb3_grpo.common.advantages.NEEDS`).
+    estimator_provides: ClassVar[frozenset[str]] = CRITIC_PROVIDES
+
+    _current_progress_remaining: float
+    rollout_buffer_class: type[RolloutBuffer] | None
+    advantage_estimator: Any
+    advantage_kwargs: dict[str, Any] | None
+    _estimator: Any
+
+    # ------------------------------------------------------------------ arguments
+
+    @property
+    def _algorithm_name(self) -> str:
+        return algorithm_family(type(self))
+
+    def _fail(self, message: str) -> NoReturn:
+        """Refuse an argument: ``ValueError("<Algorithm>: <message>")``."""
+        raise ValueError(f"{self._algorithm_name}: {message}")
+
+    def _warn_batch_size(self, batch_size: int, what: str, stacklevel: int = 3) -> None:
+        """Warn (SB3's algorithms accept it: rl-zoo configs, samplers) when ``batch_size`` exceeds the rollout.
+
+        :param what: what the minibatch is for, e.g. ``"batch_size (the critic's minibatch, 256)"``.
+        """
+        env = getattr(self, "env", None)
+        n_steps: int = getattr(self, "n_steps", 0)
+        if env is None or batch_size <= n_steps * env.num_envs:
+            return
+        rollout = n_steps * env.num_envs
+        warnings.warn(
+            f"{self._algorithm_name}: {what} is larger than the rollout, n_steps * n_envs = {n_steps} * "
+            f"{env.num_envs} = {rollout}, so every epoch is one minibatch of the whole rollout: use "
+            f"batch_size <= {rollout}, or raise n_steps.",
+            stacklevel=stacklevel + 1,
+        )
+
+    # ------------------------------------------------------------------ estimator
+
+    def _setup_estimator(self) -> None:
+        """Resolve and check the advantage estimator (a loaded model keeps its own, possibly stateful, one)."""
+        if getattr(self, "_estimator", None) is None:
+            self._estimator = make_advantage_estimator(
+                self._algorithm_name, self.advantage_estimator, self.advantage_kwargs, self.estimator_provides
+            )
+
+    def _setup_model(self) -> None:
+        """SB3's set-up, with the estimator resolved first and handed to the rollout buffer SB3 builds.
+
+        ``rollout_buffer_class=None`` gives SB3's rollout buffer whose advantages come from the estimator; another
+        buffer computes SB3's GAE itself, which is what ``"gae"`` means, and is refused with any other estimator.
+        """
+        self._setup_estimator()
+        if getattr(self, "rollout_buffer_class", None) is None:
+            dict_obs = isinstance(getattr(self, "observation_space", None), spaces.Dict)
+            self.rollout_buffer_class = DictEstimatorRolloutBuffer if dict_obs else EstimatorRolloutBuffer
+        super()._setup_model()  # type: ignore[misc]
+        buffer = getattr(self, "rollout_buffer", None)
+        if isinstance(buffer, EstimatorBufferMixin):
+            buffer.estimator = self._estimator
+        elif self.advantage_estimator != "gae":
+            self._fail(
+                f"advantage_estimator={self.advantage_estimator!r} needs a rollout buffer that calls it, but "
+                f"rollout_buffer_class={type(buffer).__name__} computes SB3's GAE itself. Use EstimatorRolloutBuffer "
+                "(or DictEstimatorRolloutBuffer) from sb3_grpo.common.buffers, or leave rollout_buffer_class=None."
+            )
+
+    # ------------------------------------------------------------------ SB3 hooks
+
+    def _update_current_progress_remaining(self, num_timesteps: int, total_timesteps: int) -> None:
+        super()._update_current_progress_remaining(num_timesteps, total_timesteps)  # type: ignore[misc]
+        self._current_progress_remaining = max(0.0, self._current_progress_remaining)
+
+    def learn(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().learn(*args, **kwargs)  # type: ignore[misc]
+        except (BrokenPipeError, EOFError, ConnectionResetError) as exc:
+            raise_if_workers_died(getattr(self, "env", None), exc)
+            raise
+
+    def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:
+        self.__dict__[SAVED_BY_KEY] = saved_by_record(self)
+        try:
+            atomic_save(lambda target: super(AlgorithmMixin, self).save(target, exclude=exclude, include=include), path)  # type: ignore[misc]
+        finally:
+            self.__dict__.pop(SAVED_BY_KEY, None)
+
+    @classmethod
+    def load(
+        cls,
+        path: Any,
+        env: Any = None,
+        device: Any = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        def sb3_load(custom: dict[str, Any] | None) -> Any:
+            return super(AlgorithmMixin, cls).load(  # type: ignore[misc]
+                path,
+                env=env,
+                device=device,
+                custom_objects=custom,
+                print_system_info=print_system_info,
+                force_reset=force_reset,
+                **kwargs,
+            )
+
+        return load_checked(cls, path, custom_objects, sb3_load)
