@@ -34,7 +34,7 @@ from stable_baselines3.common.env_util import make_vec_env
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0)
 from sb3_grpo import GRPO
 from sb3_grpo.envs.arithmetic import exact_match_accuracy
-from sb3_grpo.envs.rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
+from sb3_grpo.envs.arithmetic_rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
 
 ENV_ID = "sb3_grpo/Arithmetic-v0"
 CONFIGS = ("grpo_exact", "grpo_shaped", "ppo_sparse", "ppo_shaped")

@@ -5,7 +5,7 @@ from sb3_grpo._moved import alias_moved_modules
 from sb3_grpo._version import __version__
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
-from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.common.snapshots import SnapshotError
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO

@@ -18,6 +18,8 @@ __all__ = ["MOVED_MODULES", "alias_moved_modules"]
 MOVED_MODULES: dict[str, str] = {
     "sb3_grpo.common.fisher": "sb3_grpo.exact_trpo.fisher",
     "sb3_grpo.common.kl_controllers": "sb3_grpo.adaptive_kl_ppo.kl_controllers",
+    "sb3_grpo.common.rewards": "sb3_grpo.common.reward_scoring",
+    "sb3_grpo.envs.rewards": "sb3_grpo.envs.arithmetic_rewards",
 }
 
 

@@ -77,7 +77,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sb3_grpo.default_plugins.advantage_estimators",
     "sb3_grpo.default_plugins.reward_functions",
     "sb3_grpo.default_plugins.state_snapshots",
-    "sb3_grpo.envs.rewards",
+    "sb3_grpo.envs.arithmetic_rewards",
 )
 IN_PROCESS = "<in-process>"
 

@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 import sb3_grpo.envs  # noqa: F401  (registers the ids)
 from sb3_grpo import Trajectory
 from sb3_grpo.envs.arithmetic import EOS, PAD, ArithmeticEnv, decode, exact_match_accuracy, score_answer
-from sb3_grpo.envs.rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
+from sb3_grpo.envs.arithmetic_rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
 
 END = 10  # the end-of-answer action
 
@@ -234,7 +234,7 @@ def test_grpo_groups_share_questions_and_train():
 
 
 def test_registered_names():
-    """Needs sb3_grpo.envs.rewards in DEFAULT_PLUGINS and ``import sb3_grpo.envs`` in sb3_grpo/__init__.py."""
+    """Needs sb3_grpo.envs.arithmetic_rewards in DEFAULT_PLUGINS and ``import sb3_grpo.envs`` in sb3_grpo/__init__.py."""
     import subprocess
     import sys
 

@@ -28,7 +28,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_grpo import GRPO, AdaptiveKLPPO, AdvantageEstimator, AdvantageOutputs, ExactTRPO
 from sb3_grpo.common.advantages import EstimatorError
-from sb3_grpo.common.rewards import RewardFunctionError
+from sb3_grpo.common.reward_scoring import RewardFunctionError
 from sb3_grpo.plugins import UnknownNameError
 
 ALGOS = {

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sb3_grpo import Trajectory, get_reward_function
-from sb3_grpo.common.rewards import RewardCombiner, RewardFunctionError, score_trajectory
+from sb3_grpo.common.reward_scoring import RewardCombiner, RewardFunctionError, score_trajectory
 
 
 def traj(rewards, infos=None, terminated=True, truncated=False, gamma=0.5, group=0, member=0, index=0):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.hookspecs import hookimpl
 
 

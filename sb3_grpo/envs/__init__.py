@@ -4,7 +4,7 @@ Gymnasium environments shipped with sb3_grpo, registered under the ``sb3_grpo/``
 - ``sb3_grpo/Arithmetic-v0``: answer ``a+b`` (single digits by default) token by token; a verifiable reward
   scores the finished answer. See :class:`sb3_grpo.envs.arithmetic.ArithmeticEnv`; its reward functions
   (``arithmetic_exact_match``, ``arithmetic_format``, ``arithmetic_length_penalty``) live in
-  :mod:`sb3_grpo.envs.rewards`.
+  :mod:`sb3_grpo.envs.arithmetic_rewards`.
 
 Constructor arguments pass through ``gymnasium.make`` and ``make_vec_env(..., env_kwargs=...)``::
 

@@ -12,7 +12,7 @@ The observation is the token sequence ``question (padded) + answer so far (padde
 vector over the vocabulary :data:`VOCAB` (SB3's ``MlpPolicy`` one-hot encodes it).
 
 By default the env reward is 0 on every step (``reward_mode="none"``) and the last step's ``info`` carries the
-verifiable score for reward functions (``sb3_grpo.envs.rewards``):
+verifiable score for reward functions (``sb3_grpo.envs.arithmetic_rewards``):
 
 - ``info["question"]``, ``info["target"]`` (the correct answer, a string of digits), ``info["answer"]`` (the
   digits emitted), ``info["correct"]`` (exact match, properly ended), ``info["format_ok"]`` (1 to

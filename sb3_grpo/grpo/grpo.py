@@ -23,7 +23,7 @@ from sb3_grpo.common.buffers import GroupRolloutBuffer
 from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_reset, is_group_reset_class
 from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.rewards import RewardCombiner, Trajectory
+from sb3_grpo.common.reward_scoring import RewardCombiner, Trajectory
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import get_reward_function
 
@@ -211,7 +211,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``.
     :param reward_weights: one weight per reward function (default: all 1).
     :param reward_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see
-        :class:`sb3_grpo.common.rewards.RewardCombiner`).
+        :class:`sb3_grpo.common.reward_scoring.RewardCombiner`).
     :param reward_gammas: one discount per reward function (``None``: all use ``gamma``), for an estimator that
         discounts each function's per-step rewards separately (``"group_step_baseline"`` with ``lam=1``). A survival
         bonus can look far ahead while a speed reward is credited to the steps around it:

@@ -1,5 +1,6 @@
 """
-Reward functions score finished trajectories (GRPO's outcome rewards).
+Scoring finished trajectories with reward functions (GRPO's outcome rewards): the :class:`Trajectory` they read,
+the checks of what they return and :class:`RewardCombiner`.
 
 A reward function is any callable taking one :class:`Trajectory` and returning a float (one outcome reward for
 the whole trajectory) or an array of shape ``(trajectory.length,)`` (per-step rewards whose sum is the outcome).

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
+from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.hookspecs import hookimpl
 
 __all__ = ["ARITHMETIC_REWARD_FUNCTIONS", "arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"]
