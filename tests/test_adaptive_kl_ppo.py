@@ -364,3 +364,24 @@ def test_solves_cartpole_with_rl_zoo_ppo_hyperparameters(clipped):
     model.learn(100_000)
     mean_return, _ = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=4, seed=1), n_eval_episodes=20)
     assert mean_return >= 475, mean_return
+
+
+def test_a_plain_sb3_rollout_buffer_class_keeps_the_old_distributions(tmp_path):
+    """rollout_buffer_class=RolloutBuffer (with "gae"): the buffer is built from a subclass that stores the old
+    distributions for the exact KL, while the model keeps (and saves) the class it was given."""
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    from sb3_grpo.adaptive_kl_ppo.buffers import OldDistributionMixin
+
+    model = AdaptiveKLPPO(
+        "MlpPolicy", "CartPole-v1", n_steps=32, batch_size=16, rollout_buffer_class=RolloutBuffer,
+        policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu",
+    )  # fmt: skip
+    assert isinstance(model.rollout_buffer, RolloutBuffer) and isinstance(model.rollout_buffer, OldDistributionMixin)
+    model.learn(64)
+    assert model.rollout_buffer.old_distribution.shape == (32, 2)  # Categorical logits of each step
+    model.save(tmp_path / "m.zip")
+    loaded = AdaptiveKLPPO.load(tmp_path / "m.zip", env=model.env, device="cpu")
+    assert loaded.rollout_buffer_class is RolloutBuffer
+    loaded.learn(64)
+    assert loaded.logger.name_to_value["train/kl"] > 0

@@ -77,6 +77,7 @@ def test_logger_keys_and_trust_region():
     values = model.logger.name_to_value
     for key in LOG_KEYS:
         assert key in values, key
+    assert "train/kl_divergence_loss" not in values  # the KL of the accepted step is logged once, as train/kl
     assert values["train/kl"] <= model.target_kl
     assert values["train/fisher_solver"] == "exact-samples"
     assert values["train/line_search_steps"] >= 1

@@ -18,6 +18,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from torch.nn import functional as F
 
+from sb3_grpo.adaptive_kl_ppo.buffers import DictKLRolloutBuffer, KLRolloutBuffer, with_old_distribution
 from sb3_grpo.adaptive_kl_ppo.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.base_class import AlgorithmMixin
@@ -97,9 +98,11 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         ``squash_output=True`` too, since squashing both distributions leaves their KL unchanged.
     :param sde_sample_freq: Sample a new noise matrix every n steps when using gSDE
         Default: -1 (only sample at the beginning of the rollout)
-    :param rollout_buffer_class: Rollout buffer class to use. If ``None``, an
-        :class:`~sb3_grpo.common.buffers.EstimatorRolloutBuffer` (``DictEstimatorRolloutBuffer`` for Dict
-        observations). Another class can only be used with the ``gae`` estimator.
+    :param rollout_buffer_class: Rollout buffer class to use. If ``None``, a
+        :class:`~sb3_grpo.adaptive_kl_ppo.buffers.KLRolloutBuffer` (``DictKLRolloutBuffer`` for Dict observations):
+        SB3's buffer with the advantage estimator and the old distributions the exact KL reads. Another SB3 buffer
+        class can only be used with the ``gae`` estimator (the buffer is built from a subclass of it that also
+        stores the old distributions).
     :param rollout_buffer_kwargs: Keyword arguments to pass to the rollout buffer on creation
     :param target_kl: The KL divergence per update that the beta controller steers toward (> 0, default 0.01, the
         PPO paper's best setting). NOTE: unlike PPO's ``target_kl`` this does not stop the epochs early; see
@@ -142,6 +145,7 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         "CnnPolicy": CnnPolicy,
         "MultiInputPolicy": MultiInputPolicy,
     }
+    default_rollout_buffers = (KLRolloutBuffer, DictKLRolloutBuffer)
 
     def __init__(
         self,
@@ -298,7 +302,16 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         )
 
     def _setup_model(self) -> None:
-        super()._setup_model()  # with the advantage estimator (see AlgorithmMixin)
+        # The buffer keeps the old distributions (see adaptive_kl_ppo.buffers); a class given without that keeps its
+        # name in rollout_buffer_class (saved with the model) while the buffer is built from a subclass that has it.
+        given = self.rollout_buffer_class
+        if given is not None:
+            self.rollout_buffer_class = with_old_distribution(given)
+        try:
+            super()._setup_model()  # with the advantage estimator (see AlgorithmMixin)
+        finally:
+            if given is not None:
+                self.rollout_buffer_class = given
 
         if self.clip_range is not None:
             self.clip_range = FloatSchedule(self.clip_range)
@@ -319,19 +332,6 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
 
     # ------------------------------------------------------------------ training
 
-    def _prepare_rollout_buffer(self) -> int:
-        """Flatten the rollout buffer as SB3's ``get()`` does, and return its number of samples.
-
-        ``get()`` swaps and flattens every field on its first step. Triggering that through ``get()`` keeps any buffer
-        subclass working; restoring numpy's global RNG keeps the minibatch order exactly PPO's.
-        """
-        buffer = self.rollout_buffer
-        if not buffer.generator_ready:
-            state = np.random.get_state()
-            next(buffer.get(batch_size=1))
-            np.random.set_state(state)
-        return buffer.buffer_size * buffer.n_envs
-
     def _eval_chunks(self, n_samples: int) -> Iterator[tuple[int, Any]]:
         """``(start, samples)`` over the whole (flattened) batch in buffer order, in large chunks."""
         chunk = max(self.batch_size, _MIN_EVAL_CHUNK)
@@ -344,22 +344,22 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         return rollout_actions
 
     @th.no_grad()
-    def _old_distribution_parameters(self, n_samples: int) -> th.Tensor:
-        """Parameters of the (not yet updated) policy's distribution at every state of the batch, in buffer order."""
-        params = [
-            distribution_parameters(self.policy.get_distribution(data.observations))
-            for _, data in self._eval_chunks(n_samples)
-        ]
-        return th.cat(params)
+    def _old_distribution_parameters(self) -> th.Tensor:
+        """Parameters of the (not yet updated) policy's distribution at every state of the batch, in the order of
+        the flattened buffer."""
+        buffer: Any = self.rollout_buffer
+        chunks = buffer.observation_chunks(max(self.batch_size, _MIN_EVAL_CHUNK))
+        return th.cat([distribution_parameters(self.policy.get_distribution(obs)) for obs in chunks])
 
     @th.no_grad()
-    def _measure_kl(self, n_samples: int, old_params: th.Tensor | None) -> float:
-        """Mean KL(pi_old || pi) over the whole batch: exact when ``old_params`` is given, else k3 on the batch's actions."""
+    def _measure_kl(self, n_samples: int) -> float:
+        """Mean KL(pi_old || pi) over the whole batch: exact from the stored old distributions, else k3 on the
+        batch's actions."""
         total = 0.0
-        for start, data in self._eval_chunks(n_samples):
+        for _, data in self._eval_chunks(n_samples):
             distribution = self.policy.get_distribution(data.observations)
-            if old_params is not None:
-                kl = exact_kl(old_params[start : start + len(data.old_log_prob)], distribution)
+            if data.old_distribution is not None:
+                kl = exact_kl(data.old_distribution, distribution)
             else:
                 log_prob = distribution.log_prob(self._actions(data.actions))
                 kl = kl_estimate(log_prob - data.old_log_prob, "k3")
@@ -368,10 +368,12 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
 
     def train(self) -> None:
         """One policy update on the collected rollout (``n_epochs`` of minibatches), then the beta update."""
-        n_samples = self._prepare_rollout_buffer()
+        buffer: Any = self.rollout_buffer
+        n_samples = buffer.buffer_size * buffer.n_envs
         # The old distributions, with the policy that collected the batch (in eval mode, as during the rollout).
         self.policy.set_training_mode(False)
-        old_params = self._old_distribution_parameters(n_samples) if self._exact_kl_available else None
+        if self._exact_kl_available:
+            buffer.old_distribution = self._old_distribution_parameters()
 
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
@@ -387,11 +389,7 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         loss = th.zeros(())
         for epoch in range(self.n_epochs):
             approx_kl_divs = []
-            # The same draws as SB3's RolloutBuffer.get(), so that the minibatches are PPO's.
-            indices = np.random.permutation(n_samples)
-            for start in range(0, n_samples, self.batch_size):
-                batch_indices = indices[start : start + self.batch_size]
-                rollout_data = self.rollout_buffer._get_samples(batch_indices)
+            for rollout_data in buffer.get(self.batch_size):  # PPO's minibatches
                 actions = self._actions(rollout_data.actions)
 
                 values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
@@ -428,9 +426,7 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
                 loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
                 if beta > 0:
                     if self.kl_estimator == "exact":
-                        assert old_params is not None
-                        index = th.as_tensor(batch_indices, device=old_params.device)
-                        kl = exact_kl(old_params[index], distribution).mean()
+                        kl = exact_kl(rollout_data.old_distribution, distribution).mean()
                     else:
                         kl = kl_estimate(log_ratio, self.kl_estimator).mean()
                     kl_loss = beta * kl
@@ -458,7 +454,7 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
 
         # The beta update, from the KL the whole update produced (policy as it will act: eval mode).
         self.policy.set_training_mode(False)
-        measured_kl = self._measure_kl(n_samples, old_params)
+        measured_kl = self._measure_kl(n_samples)
         self._kl_controller.kl_coef = beta  # model.kl_coef is authoritative (it may have been set by hand)
         self.kl_coef = self._kl_controller.update(measured_kl, n_steps=n_samples)
 

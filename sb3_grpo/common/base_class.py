@@ -86,6 +86,11 @@ class AlgorithmMixin:
 
     #: What the algorithm hands to advantage estimators (a subset of :data:`sb3_grpo.common.advantages.NEEDS`).
     estimator_provides: ClassVar[frozenset[str]] = CRITIC_PROVIDES
+    #: The rollout buffer classes of ``rollout_buffer_class=None`` (Box-like observations, Dict observations).
+    default_rollout_buffers: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]]] = (
+        EstimatorRolloutBuffer,
+        DictEstimatorRolloutBuffer,
+    )
 
     _current_progress_remaining: float
     rollout_buffer_class: type[RolloutBuffer] | None
@@ -132,13 +137,14 @@ class AlgorithmMixin:
     def _setup_model(self) -> None:
         """SB3's set-up, with the estimator resolved first and handed to the rollout buffer SB3 builds.
 
-        ``rollout_buffer_class=None`` gives SB3's rollout buffer whose advantages come from the estimator; another
+        ``rollout_buffer_class=None`` gives SB3's rollout buffer whose advantages come from the estimator
+        (:attr:`default_rollout_buffers`); another
         buffer computes SB3's GAE itself, which is what ``"gae"`` means, and is refused with any other estimator.
         """
         self._setup_estimator()
         if getattr(self, "rollout_buffer_class", None) is None:
             dict_obs = isinstance(getattr(self, "observation_space", None), spaces.Dict)
-            self.rollout_buffer_class = DictEstimatorRolloutBuffer if dict_obs else EstimatorRolloutBuffer
+            self.rollout_buffer_class = self.default_rollout_buffers[1 if dict_obs else 0]
         super()._setup_model()  # type: ignore[misc]
         buffer = getattr(self, "rollout_buffer", None)
         if isinstance(buffer, EstimatorBufferMixin):

@@ -608,7 +608,6 @@ class ExactTRPO(AlgorithmMixin, FiniteRolloutMixin, TRPO):
         self.logger.record("train/policy_objective", stats["policy_objective"])
         self.logger.record("train/value_loss", float(np.mean(value_losses)) if value_losses else float("nan"))
         self.logger.record("train/kl", stats["kl"])
-        self.logger.record("train/kl_divergence_loss", stats["kl"])
         self.logger.record("train/step_size", stats["step_size"])
         self.logger.record("train/line_search_steps", stats["line_search_steps"])
         self.logger.record("train/is_line_search_success", stats["is_line_search_success"])
