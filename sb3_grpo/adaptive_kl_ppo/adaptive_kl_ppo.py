@@ -437,16 +437,10 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
                 with th.no_grad():
                     approx_kl_div = float(th.mean(th.expm1(log_ratio) - log_ratio))
                     approx_kl_divs.append(approx_kl_div)
-                if self.early_stop_kl is not None and approx_kl_div > 1.5 * self.early_stop_kl:
+                if self._stops_early(approx_kl_div, self.early_stop_kl, epoch):
                     continue_training = False
-                    if self.verbose >= 1:
-                        print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div:.2f}")
                     break
-
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                self._gradient_step(loss)
 
             self._n_updates += 1
             if not continue_training:

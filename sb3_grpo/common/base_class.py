@@ -15,6 +15,7 @@ import pathlib
 import warnings
 from typing import Any, ClassVar, NoReturn
 
+import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 
@@ -92,6 +93,10 @@ class AlgorithmMixin:
         DictEstimatorRolloutBuffer,
     )
 
+    # set by SB3's base classes
+    policy: Any
+    max_grad_norm: float
+    verbose: int
     _current_progress_remaining: float
     rollout_buffer_class: type[RolloutBuffer] | None
     advantage_estimator: Any
@@ -155,6 +160,23 @@ class AlgorithmMixin:
                 f"rollout_buffer_class={type(buffer).__name__} computes SB3's GAE itself. Use EstimatorRolloutBuffer "
                 "(or DictEstimatorRolloutBuffer) from sb3_grpo.common.buffers, or leave rollout_buffer_class=None."
             )
+
+    # ------------------------------------------------------------------ update
+
+    def _gradient_step(self, loss: th.Tensor) -> None:
+        """One optimiser step on ``loss``, with the gradient clipped to ``max_grad_norm`` (as SB3's PPO)."""
+        self.policy.optimizer.zero_grad()
+        loss.backward()
+        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        self.policy.optimizer.step()
+
+    def _stops_early(self, approx_kl: float, limit: float | None, epoch: int) -> bool:
+        """PPO's early stopping: whether a minibatch's approximate KL exceeds ``1.5 * limit`` (``None``: never)."""
+        if limit is None or not approx_kl > 1.5 * limit:
+            return False
+        if self.verbose >= 1:
+            print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl:.2f}")
+        return True
 
     # ------------------------------------------------------------------ SB3 hooks
 
