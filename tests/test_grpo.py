@@ -16,7 +16,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFram
 from sb3_grpo import GRPO
 from sb3_grpo.default_plugins.advantage_estimators import GroupStepBaseline
 from sb3_grpo.grpo import NonReproducibleResetError
-from sb3_grpo.grpo.grpo import grpo_step_loss, trajectory_loss_weights
+from sb3_grpo.grpo.loss import grpo_step_loss, trajectory_loss_weights
 
 DEVICES = ["cpu"] + (["cuda"] if th.cuda.is_available() else [])
 

@@ -24,95 +24,20 @@ from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_rese
 from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.reward_scoring import RewardCombiner, Trajectory
+from sb3_grpo.grpo.loss import (
+    GROUP_LOSS_SCALES,
+    IMPORTANCE_SAMPLING_LEVELS,
+    LOSS_TYPES,
+    grpo_step_loss,
+    trajectory_loss_weights,
+)
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import get_reward_function
 
 SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
 
-LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
-GROUP_LOSS_SCALES = ("mean", "sqrt")
-IMPORTANCE_SAMPLING_LEVELS = ("step", "trajectory")
 BRANCH_PIVOTS = ("any", "alive")
 NUMBER_TYPES = (int, float, np.integer, np.floating)
-
-
-def trajectory_loss_weights(
-    lengths: np.ndarray,
-    keep: np.ndarray,
-    loss_type: str,
-    group_size: int,
-    group_loss_scale: str = "mean",
-    loss_constant: float | None = None,
-) -> np.ndarray:
-    """The loss weight of every step of each trajectory, such that the batch loss is ``sum_steps w * loss_step``.
-
-    With ``M`` kept trajectories, ``N`` kept steps and ``L_i`` the length of trajectory ``i``: ``"grpo"``:
-    ``1 / (M L_i)``; ``"bnpo"``/``"dapo"``: ``1 / N``; ``"dr_grpo"``: ``1 / (M C)`` with ``C = loss_constant``.
-    ``group_loss_scale="sqrt"`` multiplies by ``sqrt(G)`` (a group's summed loss is divided by ``sqrt(G)``
-    instead of ``G``). Dropped trajectories (``keep`` False) weigh 0.
-
-    :param lengths: ``(M_all,)`` trajectory lengths.
-    :param keep: ``(M_all,)`` bool, trajectories that enter the loss.
-    :return: ``(M_all,)`` weight of each step of each trajectory.
-    """
-    lengths = np.asarray(lengths, dtype=np.float64)
-    keep = np.asarray(keep, dtype=bool)
-    weights = np.zeros(len(lengths))
-    n_kept = int(keep.sum())
-    if n_kept == 0:
-        return weights
-    if loss_type == "grpo":
-        weights[keep] = 1.0 / (n_kept * lengths[keep])
-    elif loss_type in ("bnpo", "dapo"):
-        weights[keep] = 1.0 / lengths[keep].sum()
-    elif loss_type == "dr_grpo":
-        if loss_constant is None or not loss_constant > 0:
-            raise ValueError(f"loss_type='dr_grpo' needs a positive loss_constant, got {loss_constant!r}")
-        weights[keep] = 1.0 / (n_kept * loss_constant)
-    else:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    if group_loss_scale == "sqrt":
-        weights *= np.sqrt(group_size)
-    return weights
-
-
-def grpo_step_loss(
-    log_prob: th.Tensor,
-    old_log_prob: th.Tensor,
-    advantages: th.Tensor,
-    eps_low: float,
-    eps_high: float,
-    beta: float = 0.0,
-    ref_log_prob: th.Tensor | None = None,
-    trajectory: th.Tensor | None = None,
-    n_trajectories: int = 0,
-) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor, th.Tensor | None]:
-    """GRPO's per-step loss ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) + beta * KL_k3(pi_theta || pi_ref)``.
-
-    :param log_prob: ``(m,)`` log pi_theta(a_t | s_t) (differentiable).
-    :param old_log_prob: ``(m,)`` log-probabilities under the behaviour policy.
-    :param advantages: ``(m,)``.
-    :param ref_log_prob: ``(m,)`` log-probabilities under the reference policy (``None``: no KL term).
-    :param trajectory: ``(m,)`` trajectory index of each step for trajectory-level ratios
-        ``r_i = exp(mean_t log r_t)`` (GSPO); ``None``: one ratio per step.
-    :return: ``(per_step_loss, surrogate, ratio, log_ratio, kl_ref)``, each ``(m,)`` (``kl_ref`` ``None`` without
-        a reference).
-    """
-    log_ratio = log_prob - old_log_prob
-    if trajectory is not None:
-        counts = th.bincount(trajectory, minlength=n_trajectories).to(log_ratio.dtype)
-        sums = th.zeros(n_trajectories, device=log_ratio.device, dtype=log_ratio.dtype).index_add(0, trajectory, log_ratio)
-        ratio = th.exp(sums / counts.clamp_min(1.0))[trajectory]
-    else:
-        ratio = th.exp(log_ratio)
-    surrogate = th.min(advantages * ratio, advantages * th.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high))
-    per_step = -surrogate
-    kl_ref = None
-    if ref_log_prob is not None:
-        # k3 estimator of KL(pi_theta || pi_ref): r - log r - 1 with r = pi_ref / pi_theta.
-        kl_ref = kl_estimate(ref_log_prob - log_prob, "k3")
-        per_step = per_step + beta * kl_ref
-    return per_step, surrogate, ratio, log_ratio, kl_ref
 
 
 def check_finite_observations(obs: Any, step: Any) -> None:
