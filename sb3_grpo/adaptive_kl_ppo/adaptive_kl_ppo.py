@@ -6,7 +6,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Iterator
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch as th
@@ -14,7 +14,7 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import FloatSchedule, explained_variance
 from torch.nn import functional as F
 
@@ -27,7 +27,6 @@ from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 
 __all__ = ["KL_ESTIMATOR_CHOICES", "AdaptiveKLPPO", "supports_exact_kl"]
 
-SelfAdaptiveKLPPO = TypeVar("SelfAdaptiveKLPPO", bound="AdaptiveKLPPO")
 
 #: The values ``kl_estimator`` accepts.
 KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
@@ -470,31 +469,3 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-
-    def learn(  # type: ignore[override]
-        self: SelfAdaptiveKLPPO,
-        total_timesteps: int = 100_000,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "AdaptiveKLPPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfAdaptiveKLPPO:
-        """Train for ``total_timesteps`` env steps (default 100,000: enough for CartPole-v1 with rl-zoo's PPO settings).
-
-        :param total_timesteps: The total number of samples (env steps) to train on
-        :param callback: callback(s) called at every step with state of the algorithm.
-        :param log_interval: The number of rollouts before logging.
-        :param tb_log_name: the name of the run for TensorBoard logging
-        :param reset_num_timesteps: whether or not to reset the current timestep number (used in logging)
-        :param progress_bar: Display a progress bar using tqdm and rich.
-        :return: the trained model
-        """
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )

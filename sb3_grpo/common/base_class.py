@@ -13,11 +13,12 @@ from __future__ import annotations
 import io
 import pathlib
 import warnings
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.type_aliases import MaybeCallback
 
 from sb3_grpo.common.advantages import check_estimator_needs
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
@@ -26,6 +27,8 @@ from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_b
 from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
 
 __all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "AlgorithmMixin", "fitting_estimators", "make_advantage_estimator"]
+
+_Self = TypeVar("_Self", bound="AlgorithmMixin")
 
 #: What a critic algorithm (ExactTRPO, AdaptiveKLPPO) hands to advantage estimators.
 CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
@@ -184,9 +187,34 @@ class AlgorithmMixin:
         super()._update_current_progress_remaining(num_timesteps, total_timesteps)  # type: ignore[misc]
         self._current_progress_remaining = max(0.0, self._current_progress_remaining)
 
-    def learn(self, *args: Any, **kwargs: Any) -> Any:
+    def learn(
+        self: _Self,
+        total_timesteps: int = 100_000,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str | None = None,
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> _Self:
+        """Train for ``total_timesteps`` env steps (default 100,000: CartPole-v1 is learnt well within it).
+
+        :param total_timesteps: The total number of samples (env steps) to train on; every env slot's steps count
+        :param callback: callback(s) called at every step with state of the algorithm.
+        :param log_interval: The number of rollouts before logging.
+        :param tb_log_name: the name of the run for TensorBoard logging (default: the algorithm's name)
+        :param reset_num_timesteps: whether or not to reset the current timestep number (used in logging)
+        :param progress_bar: Display a progress bar using tqdm and rich.
+        :return: the trained model
+        """
         try:
-            return super().learn(*args, **kwargs)  # type: ignore[misc]
+            return super().learn(  # type: ignore[misc]
+                total_timesteps=total_timesteps,
+                callback=callback,
+                log_interval=log_interval,
+                tb_log_name=self._algorithm_name if tb_log_name is None else tb_log_name,
+                reset_num_timesteps=reset_num_timesteps,
+                progress_bar=progress_bar,
+            )
         except (BrokenPipeError, EOFError, ConnectionResetError) as exc:
             raise_if_workers_died(getattr(self, "env", None), exc)
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch as th
@@ -12,7 +12,7 @@ from gymnasium import spaces
 from sb3_contrib import TRPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
@@ -31,7 +31,6 @@ from sb3_grpo.exact_trpo.policy_step import AUTO_FISHER_DIRECTIONS, AUTO_WHOLE_B
 
 __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
-SelfExactTRPO = TypeVar("SelfExactTRPO", bound="ExactTRPO")
 
 #: ``kl_action_reduction`` choices: how the KL of a factorised action distribution is reduced over action dimensions.
 KL_ACTION_REDUCTIONS = ("mean", "sum")
@@ -362,21 +361,3 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-
-    def learn(
-        self: SelfExactTRPO,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "ExactTRPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfExactTRPO:
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch as th
@@ -33,8 +33,6 @@ from sb3_grpo.grpo.loss import (
 )
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import get_reward_function
-
-SelfGRPO = TypeVar("SelfGRPO", bound="GRPO")
 
 BRANCH_PIVOTS = ("any", "alive")
 NUMBER_TYPES = (int, float, np.integer, np.floating)
@@ -953,28 +951,3 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         finally:
             for key, value in current.items():
                 setattr(self, key, value)
-
-    def learn(  # type: ignore[override]
-        self: SelfGRPO,
-        total_timesteps: int = 100_000,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: str = "GRPO",
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-    ) -> SelfGRPO:
-        """Train for ``total_timesteps`` env steps (default 100,000: enough for CartPole-v1 with the defaults).
-
-        Env steps of all slots count, including those of slots that wait idle for a rollout's last trajectories.
-        """
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )
-
-    def dump_logs(self, iteration: int = 0) -> None:
-        super().dump_logs(iteration)
