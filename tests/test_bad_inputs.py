@@ -106,6 +106,8 @@ BAD_ARGUMENTS = [
     ("grpo", dict(max_trajectory_length=0), "max_trajectory_length must be >= 1"),
     ("grpo", dict(ent_coef=-0.1), "ent_coef must be >= 0"),
     ("grpo", dict(group_size=4, branch_every=2), r"branch_every needs n_envs to be a multiple of group_size.*n_envs=4"),
+    ("grpo", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5 \(a negative norm"),
+    ("grpo", dict(max_grad_norm=0.0), r"max_grad_norm .* must be a finite number > 0, got 0.0"),
     # ExactTRPO (fisher_solver, cg_damping=0, fisher_subsample=1.5, target_kl=0 are in test_exact_trpo.py)
     ("exact_trpo", dict(target_kl=-0.01), "target_kl .*delta.* must be > 0"),
     ("exact_trpo", dict(gamma=-0.5), r"gamma must be in \[0, 1\]"),
@@ -118,6 +120,8 @@ BAD_ARGUMENTS = [
     ("exact_trpo", dict(line_search_accept_ratio=1.0), r"line_search_accept_ratio must be in \[0, 1\)"),
     ("exact_trpo", dict(fisher_memory_budget=0), "fisher_memory_budget must be > 0"),
     ("exact_trpo", dict(fisher_subsample=0), "fisher_subsample must be"),
+    ("exact_trpo", dict(batch_size=0), r"ExactTRPO: batch_size \(the critic's minibatch\) must be >= 1, got 0"),
+    ("exact_trpo", dict(n_critic_updates=0), r"ExactTRPO: n_critic_updates \(critic epochs per update\) must be >= 1"),
     # AdaptiveKLPPO (kl_coef, target_kl, kl_estimator, ... are in test_adaptive_kl_ppo.py)
     ("adaptive_kl_ppo", dict(n_epochs=0), "n_epochs must be an integer >= 1"),
     ("adaptive_kl_ppo", dict(gamma=2.0), r"gamma must be in \[0, 1\]"),
@@ -126,6 +130,8 @@ BAD_ARGUMENTS = [
     ("adaptive_kl_ppo", dict(ent_coef=-0.01), "ent_coef must be a number >= 0"),
     ("adaptive_kl_ppo", dict(clip_range_vf=0.0), "clip_range_vf must be None, a number > 0"),
     ("adaptive_kl_ppo", dict(kl_coef=float("nan")), "kl_coef"),
+    ("adaptive_kl_ppo", dict(max_grad_norm=-1.0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0"),
+    ("adaptive_kl_ppo", dict(max_grad_norm=0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0, got 0"),
 ]
 
 
@@ -135,6 +141,57 @@ def test_invalid_hyperparameters_fail_at_construction_naming_the_argument(name, 
     with pytest.raises(ValueError, match=match):
         _make(name, DummyVecEnv([CountingEnv, CountingEnv]), **kwargs)
     assert CountingEnv.steps == 0
+
+
+STRING_NUMBERS = [
+    ("grpo", dict(n_steps="64"), r"GRPO: n_steps must be an integer, got '64' \(a str\).*write n_steps=64"),
+    ("grpo", dict(beta="0.04"), r"GRPO: beta must be a number, got '0.04' \(a str\).*write beta=0.04"),
+    ("grpo", dict(groups_per_rollout="2"), r"GRPO: groups_per_rollout must be an integer or None, got '2'"),
+    ("grpo", dict(clip_range="0.2"), r"GRPO: clip_range must be a number or a schedule .*, got '0.2'"),
+    ("exact_trpo", dict(n_steps="64"), r"ExactTRPO: n_steps must be an integer, got '64'"),
+    ("exact_trpo", dict(target_kl="0.01"), r"ExactTRPO: target_kl must be a number, got '0.01'"),
+    ("exact_trpo", dict(batch_size=32.0), r"ExactTRPO: batch_size must be an integer, got 32.0 \(a float\)"),
+    ("adaptive_kl_ppo", dict(n_steps="64"), r"AdaptiveKLPPO: n_steps must be an integer, got '64'"),
+    ("adaptive_kl_ppo", dict(kl_coef="1.0"), r"AdaptiveKLPPO: kl_coef must be a number, got '1.0'"),
+    ("adaptive_kl_ppo", dict(learning_rate="3e-4"), r"AdaptiveKLPPO: learning_rate must be a number or a schedule"),
+]
+
+
+@pytest.mark.parametrize("name, kwargs, match", STRING_NUMBERS, ids=[f"{a}-{next(iter(k))}" for a, k, _ in STRING_NUMBERS])
+def test_a_number_given_as_a_string_is_named_with_the_type_expected(name, kwargs, match):
+    """A quoted number in a zoo YAML file or in -params reaches the constructor as a string."""
+    from sb3_grpo.common.arguments import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match=match) as info:
+        _make(name, **kwargs)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+def test_clip_range_high_below_clip_range_warns():
+    with pytest.warns(UserWarning, match=r"clip_range_high \(0.1\) is smaller than clip_range \(0.2\).*swap"):
+        _make("grpo", clip_range=0.2, clip_range_high=0.1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _make("grpo", clip_range=0.2, clip_range_high=0.28)  # DAPO's clip-higher: no warning
+
+
+class TupleObservationEnv(gym.Env):
+    observation_space = spaces.Tuple((spaces.Box(-1.0, 1.0, (2,), dtype=np.float32), spaces.Discrete(2)))
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return (np.zeros(2, dtype=np.float32), 0), {}
+
+    def step(self, action):
+        return (np.zeros(2, dtype=np.float32), 0), 0.0, True, False, {}
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_tuple_observation_space_is_refused_at_construction(name):
+    with pytest.raises(NotImplementedError, match=r"Tuple\(.*\) observation space is not supported"):
+        _make(name, DummyVecEnv([TupleObservationEnv]))
 
 
 @pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # sb3-contrib's own, before ours

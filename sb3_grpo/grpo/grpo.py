@@ -18,6 +18,7 @@ from stable_baselines3.common.utils import FloatSchedule, LinearSchedule, obs_as
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.advantages import AdvantageInputs, group_index, grouped_mean_std, run_estimator
+from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.buffers import GroupRolloutBuffer
 from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_reset, is_group_reset_class
 from sb3_grpo.common.group_sampling import GroupScheduler
@@ -327,6 +328,30 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
+        check_argument_types(
+            "GRPO",
+            dict(
+                learning_rate=(learning_rate, "schedule"),
+                n_steps=(n_steps, "int"),
+                groups_per_rollout=(groups_per_rollout, "int?"),
+                group_size=(group_size, "int"),
+                batch_size=(batch_size, "int?"),
+                n_epochs=(n_epochs, "int"),
+                gamma=(gamma, "float"),
+                clip_range=(clip_range, "schedule"),
+                clip_range_high=(clip_range_high, "schedule?"),
+                beta=(beta, "float"),
+                ref_update_interval=(ref_update_interval, "int?"),
+                loss_constant=(loss_constant, "float?"),
+                ent_coef=(ent_coef, "float"),
+                max_grad_norm=(max_grad_norm, "float"),
+                target_kl=(target_kl, "float?"),
+                branch_every=(branch_every, "int?"),
+                max_trajectory_length=(max_trajectory_length, "int"),
+                sde_sample_freq=(sde_sample_freq, "int"),
+                stats_window_size=(stats_window_size, "int"),
+            ),
+        )
         super().__init__(
             policy,  # type: ignore[arg-type]  # SB3 types on-policy policies as ActorCriticPolicy; GRPO's is actor only
             env,
@@ -430,6 +455,28 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
             fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
+        if not (self.max_grad_norm > 0 and np.isfinite(self.max_grad_norm)):
+            fail(
+                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
+                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)."
+            )
+        low, high = self.clip_range, self.clip_range_high
+        if isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES) and high < low:
+            warnings.warn(
+                f"GRPO: clip_range_high ({high!r}) is smaller than clip_range ({low!r}): the upper clip is tighter "
+                "than the lower one. DAPO's clip-higher raises the upper clip (clip_range_high > clip_range); swap the "
+                "two values if that was meant.",
+                stacklevel=3,
+            )
+        observation_space = getattr(self, "observation_space", None)
+        if observation_space is not None and not isinstance(
+            observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
+        ):
+            raise NotImplementedError(
+                f"GRPO: {observation_space} observation space is not supported (as in SB3, the observation space must "
+                "be a Box, Discrete, MultiDiscrete, MultiBinary or Dict). Use a Dict observation space, or flatten the "
+                "observation with gymnasium.wrappers.FlattenObservation."
+            )
         if self.reward_gammas is not None:
             if len(self.reward_gammas) != len(self.reward_functions):
                 fail(
