@@ -242,6 +242,63 @@ def test_non_finite_env_output_names_the_env_and_step_before_any_update(name, en
     assert model._n_updates == 0 and _unchanged(model, before)
 
 
+class NaNResetEnv(TargetEnv):
+    """Every observation from reset is NaN (``after_an_episode``: only once an episode has ended)."""
+
+    def __init__(self, after_an_episode=False):
+        super().__init__()
+        self.after_an_episode, self.ended = after_an_episode, False
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return (np.full_like(obs, np.nan) if self.ended or not self.after_an_episode else obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.ended = self.ended or terminated or truncated
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("normalized", [False, True], ids=["raw", "vecnormalize"])
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_non_finite_reset_observation_is_named_as_one_before_any_step(name, normalized):
+    """The very first observation (from reset) is checked too, and the message says it came from reset()."""
+    env = DummyVecEnv([TargetEnv, NaNResetEnv])
+    if normalized:
+        env = VecNormalize(env)
+    model = _make(name, env)
+    slot = "Env slot 1" if name == "grpo" else r"Env 1 \(its index in the VecEnv\)"
+    with pytest.raises(ValueError, match=rf"{slot} returned a non-finite observation \(NaN or inf\) from reset\(\), the "):
+        model.learn(64)
+    assert model.num_timesteps == 0
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_non_finite_observation_from_an_automatic_reset_is_named_as_one(name):
+    env = DummyVecEnv([TargetEnv, lambda: NaNResetEnv(after_an_episode=True)])  # episodes of 5 steps
+    model = _make(name, env)
+    match = r"non-finite observation \(NaN or inf\) from reset\(\), the first observation of a new episode \(after step 5"
+    with pytest.raises(ValueError, match=match):
+        model.learn(64)
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_custom_training_loop_runs_and_keeps_the_checks(name):
+    """SB3's own tests and custom loops call ``_setup_learn`` then ``collect_rollouts`` (and ``train``) directly."""
+    model = _make(name)
+    _, callback = model._setup_learn(total_timesteps=200)
+    for _ in range(2):
+        assert model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
+        model.train()
+    assert model.num_timesteps >= 2 * model.n_steps * model.env.num_envs
+
+    model = _make(name, DummyVecEnv([TargetEnv, NaNObservationEnv]))
+    _, callback = model._setup_learn(total_timesteps=200)
+    slot = "Env slot 1" if name == "grpo" else "Env 1"
+    with pytest.raises(ValueError, match=rf"{slot} .*non-finite observation \(NaN or inf\) at step 2 of its episode"):
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
+
+
 @pytest.mark.parametrize("name", CRITIC_ALGOS)
 def test_the_episode_step_counts_on_across_learn_calls(name):
     class LateNaN(TargetEnv):

@@ -24,6 +24,7 @@ from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_rese
 from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.rewards import RewardCombiner, Trajectory
+from sb3_grpo.common.rollout_checks import observation_moment
 from sb3_grpo.common.save_util import SafeSaveMixin
 from sb3_grpo.common.utils import GROUP_PROVIDES, ClampedProgressMixin, make_advantage_estimator
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
@@ -117,8 +118,12 @@ def grpo_step_loss(
     return per_step, surrogate, ratio, log_ratio, kl_ref
 
 
-def check_finite_observations(obs: Any, step: Any) -> None:
-    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation."""
+def check_finite_observations(obs: Any, step: Any, dones: Any = None) -> None:
+    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation.
+
+    :param step: per slot, the step of its episode just taken (0: ``obs`` comes from ``reset()``).
+    :param dones: per slot, whether the episode ended with this step (``obs`` is then the next episode's first).
+    """
     parts = obs.items() if isinstance(obs, dict) else [(None, obs)]
     for key, value in parts:
         value = np.asarray(value)
@@ -128,9 +133,10 @@ def check_finite_observations(obs: Any, step: Any) -> None:
         if bad.any():
             slot = int(np.flatnonzero(bad)[0])
             where = "" if key is None else f" (key {key!r})"
+            moment = observation_moment(int(step[slot]), dones is not None and bool(dones[slot]))
             raise ValueError(
-                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) at step {int(step[slot])} of its "
-                "episode. Fix the env, or find the source with SB3's VecCheckNan wrapper."
+                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) {moment}. Fix the env, or find "
+                "the source with SB3's VecCheckNan wrapper."
             )
 
 
@@ -637,6 +643,11 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                 self.policy.log_std.clamp_(max=bound)
             self._log_std_bound = bound
 
+    def _raw_obs(self, obs: Any) -> Any:
+        """The env's own observations (under a VecNormalize, before normalisation, which clips an inf to a number)."""
+        vec_normalize = self._vec_normalize_env
+        return vec_normalize.old_obs if vec_normalize is not None else obs
+
     def _env_step(
         self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
     ) -> tuple[Any, np.ndarray, Any] | None:
@@ -668,7 +679,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                 f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {int(episode_step[slot])} of "
                 "its episode. Fix the env (or wrap it to clip/replace such rewards)."
             )
-        check_finite_observations(new_obs, episode_step)
+        check_finite_observations(self._raw_obs(new_obs), episode_step, dones)
         record.add(obs, actions, log_prob_t.cpu().numpy(), raw_rewards, active, infos)
         return new_obs, dones, infos
 
@@ -714,6 +725,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             active[slot] = assignment.trajectory
             group_of[assignment.trajectory] = assignment.group
         obs = env.reset()
+        check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
         if self.use_sde:
             self.policy.reset_noise(n_envs)
         for slot in np.flatnonzero(active >= 0).tolist():
@@ -817,6 +829,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     active[slot] = trajectory
                     group_of[trajectory] = group
             obs = env.reset()
+            check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
             if self.use_sde:  # every segment is a new trajectory for every slot
                 self.policy.reset_noise(n_envs)
             for slot in range(n_envs):
