@@ -215,6 +215,43 @@ def test_an_action_space_no_policy_can_handle_is_refused_naming_it(name):
         _make(name, DummyVecEnv([TupleActionEnv]))
 
 
+class SampledStartEnv(TargetEnv):
+    """SB3's test envs' pattern: reset() samples the observation space, which the reset seed does not seed, so two
+    resets with one seed start from different states."""
+
+    def __init__(self, length=5):
+        super().__init__(length=length)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed, options=options)
+        return self.observation_space.sample(), {}
+
+
+class SeededSampledStartEnv(SampledStartEnv):
+    """The fix the message gives: seed the space from the reset seed."""
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.observation_space.seed(seed)
+        return super().reset(seed=seed, options=options)
+
+
+def test_a_non_reproducible_reset_is_refused_as_the_group_starts_naming_the_env_and_the_fix():
+    model = _make("grpo", DummyVecEnv([lambda: SampledStartEnv(1000)] * 2), n_steps=64)
+    match = (
+        r"different observations \(env of class (tests\.)?test_bad_inputs\.SampledStartEnv, group 0: trajectories 0 and 1\)"
+        r".*super\(\)\.reset\(seed=seed\).*self\.np_random.*self\.observation_space\.seed\(seed\).*verify_group_starts=False"
+    )
+    from sb3_grpo.grpo import NonReproducibleResetError
+
+    with pytest.raises(NonReproducibleResetError, match=match):
+        model.learn(64)
+    assert model.num_timesteps == 0  # at the group's first reset, not after a rollout of 4 episodes of 1000 steps
+
+    _make("grpo", DummyVecEnv([SeededSampledStartEnv, SeededSampledStartEnv]), n_epochs=1).learn(20)
+    _make("grpo", DummyVecEnv([SampledStartEnv, SampledStartEnv]), n_epochs=1, verify_group_starts=False).learn(20)
+
+
 # ---------------------------------------------------------------- non-finite env outputs
 
 

@@ -169,6 +169,23 @@ class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
 
 
+def describe_env(env: VecEnv) -> str:
+    """The env in a VecEnv, for messages: its registered id, else the class of the innermost env."""
+    try:
+        spec = env.get_attr("spec", indices=[0])[0]
+        if getattr(spec, "id", None):
+            return repr(spec.id)
+        cls = type(env.get_attr("unwrapped", indices=[0])[0])
+    except Exception:  # an env that cannot be sent over a SubprocVecEnv pipe: its outermost class
+        try:
+            cls = env.get_attr("__class__", indices=[0])[0]
+        except Exception:
+            return "of unknown class"
+    # the env's own class, not the subclass that this package's hooks swapped in
+    cls = next((c for c in cls.__mro__ if not c.__module__.startswith("sb3_grpo.common.")), cls)
+    return f"of class {cls.__module__}.{cls.__qualname__}"
+
+
 class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     """
     Group Relative Policy Optimisation (Shao et al. 2024, DeepSeekMath), for any Gymnasium env, without a critic.
@@ -608,6 +625,35 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             )
         return record[2]
 
+    def _check_group_start(
+        self, env: VecEnv, starts: dict[int, tuple[int, str]], group: int, trajectory: int, digest: str, restored: bool = False
+    ) -> None:
+        """Raise :class:`NonReproducibleResetError` as soon as a member of a group starts from another observation than
+        the group's first member (``starts``: group -> (first member's trajectory, its start digest), filled here)."""
+        if not self.verify_group_starts:
+            return
+        first_trajectory, first_digest = starts.setdefault(group, (trajectory, digest))
+        if digest == first_digest:
+            return
+        name = describe_env(env)
+        where = f"(env {name}, group {group}: trajectories {first_trajectory} and {trajectory})"
+        if restored:
+            raise NonReproducibleResetError(
+                f"Members of a GRPO branching group were restored from the same state snapshot but started from "
+                f"different observations {where}: the env's state snapshotter does not restore everything the "
+                "observation depends on. Fix the snapshotter registered for this env (register_state_snapshots), "
+                "or pass verify_group_starts=False to train anyway."
+            )
+        raise NonReproducibleResetError(
+            f"Members of a GRPO group reset with the same seed but started from different observations {where}: "
+            "the env's reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
+            "Make it deterministic: in reset(), call super().reset(seed=seed) first and draw everything random from "
+            "self.np_random (not from np.random, random or a generator of its own); if reset() samples a space "
+            "(self.observation_space.sample(), self.action_space.sample()), seed that space from the reset seed too: "
+            "self.observation_space.seed(seed) when seed is not None. Or pass verify_group_starts=False to train "
+            "anyway (the members of a group then start from different states)."
+        )
+
     @staticmethod
     def _env_id(env: VecEnv) -> str:
         spec = env.get_attr("spec", indices=[0])[0]
@@ -728,8 +774,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
         if self.use_sde:
             self.policy.reset_noise(n_envs)
+        starts: dict[int, tuple[int, str]] = {}  # group -> (its first member's trajectory, start digest)
         for slot in np.flatnonzero(active >= 0).tolist():
             digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
+            self._check_group_start(env, starts, group_of[int(active[slot])], int(active[slot]), digests[int(active[slot])])
             reserved[slot] = scheduler.next(recorded)
             if reserved[slot] is not None:
                 self._schedule(env, slot, reserved[slot])
@@ -763,6 +811,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
                     active[slot] = -1
                     continue
                 digests[nxt.trajectory] = self._reset_record(base, slot, nxt.trajectory)
+                self._check_group_start(env, starts, nxt.group, nxt.trajectory, digests[nxt.trajectory])
                 if self.use_sde and self.sde_sample_freq == -1:
                     self.policy.reset_noise(n_envs, indices=[slot])
                 active[slot] = nxt.trajectory
@@ -787,7 +836,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         from sb3_grpo.common.group_sampling import group_seed
 
         if not getattr(self, "_snapshots_checked", False):
-            env.env_method("sb3_grpo_check_snapshots")  # a clear error, before any step, if the env has no snapshotter
+            # a clear error, before any step, if the env has no snapshotter
+            refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
+            if refusal is not None:
+                raise refusal
             self._snapshots_checked = True
         self.policy.set_training_mode(False)
         n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
@@ -832,8 +884,12 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
             if self.use_sde:  # every segment is a new trajectory for every slot
                 self.policy.reset_noise(n_envs)
+            starts: dict[int, tuple[int, str]] = {}
             for slot in range(n_envs):
-                digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
+                trajectory = int(active[slot])
+                digests[trajectory] = self._reset_record(base, slot, trajectory)
+                restored = snapshots[slot // size] is not None
+                self._check_group_start(env, starts, group_of[trajectory], trajectory, digests[trajectory], restored)
 
             for segment_step in range(length):
                 if not (active >= 0).any():
@@ -902,21 +958,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         log_prob = gather(record.log_prob)
         rewards = gather(record.rewards)
 
-        # Check that every group really started from one state.
+        # (Every group started from one state: checked as each member started, see _check_group_start.)
         group_ids = np.array([group_of[int(i)] for i in ids], dtype=np.int64)
-        if self.verify_group_starts:
-            first: dict[int, tuple[int, str]] = {}
-            for trajectory, group in zip(ids, group_ids, strict=True):
-                seen = first.setdefault(int(group), (int(trajectory), digests[int(trajectory)]))
-                if seen[1] != digests[int(trajectory)]:
-                    env_id = self.env.get_attr("spec", indices=[0])[0] if self.env is not None else None
-                    raise NonReproducibleResetError(
-                        f"Members of a GRPO group reset with the same seed but started from different observations "
-                        f"(env {getattr(env_id, 'id', env_id)!r}, trajectories {seen[0]} and {int(trajectory)}): this env's "
-                        "reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
-                        "Make reset(seed) deterministic (seed every random source from self.np_random), or pass "
-                        "verify_group_starts=False to train anyway."
-                    )
 
         trajectories = []
         infos_flat = [steps_infos[i // n_envs][i % n_envs] for i in order]
