@@ -1,18 +1,20 @@
 """Faults during a long run, for ExactTRPO and AdaptiveKLPPO (GRPO's are in ``test_grpo.py``): a KeyboardInterrupt
-inside ``learn``, a save interrupted half-way, a truncated or foreign model file, a SubprocVecEnv worker that dies."""
+inside ``learn``, a save interrupted half-way, a truncated or foreign model file, a SubprocVecEnv worker that dies
+(also GRPO's: killed mid-rollout, or its env raises)."""
 
 import contextlib
 import os
 import signal
 import time
 
+import numpy as np
 import pytest
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import SubprocVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-from sb3_grpo import AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
 
 ALGOS = {
     "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
@@ -20,8 +22,11 @@ ALGOS = {
 }
 
 
+ALL_ALGOS = {**ALGOS, "grpo": (GRPO, dict(n_steps=32, group_size=2, n_epochs=2))}
+
+
 def _make(name, env=None):
-    cls, kwargs = ALGOS[name]
+    cls, kwargs = ALL_ALGOS[name]
     env = env if env is not None else make_vec_env("CartPole-v1", n_envs=2, seed=0)
     return cls("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu", **kwargs)
 
@@ -109,3 +114,91 @@ def test_dead_subproc_worker_gives_a_clear_error_not_a_hang(name, tmp_path):
     finally:
         with contextlib.suppress(BrokenPipeError):  # SB3's close() writes to the dead worker's pipe
             env.close()
+
+
+class KillWorker(BaseCallback):
+    """Kills worker 1 with SIGKILL at the given step, and lets training go on at once (no time for it to exit)."""
+
+    def __init__(self, env, at):
+        super().__init__()
+        self.env, self.at = env, at
+
+    def _on_step(self):
+        if self.num_timesteps == self.at:
+            os.kill(self.env.processes[1].pid, signal.SIGKILL)
+        return True
+
+
+@pytest.mark.parametrize("name", list(ALL_ALGOS))
+def test_a_worker_killed_mid_rollout_is_named_every_time(name, tmp_path):
+    """Right after the broken pipe the killed worker may not have exited yet: the message must not depend on it."""
+    from envs import TargetEnv
+
+    from sb3_grpo.common.worker_faults import WorkerDiedError
+
+    env = SubprocVecEnv([TargetEnv, TargetEnv])
+    try:
+        model = _make(name, env)
+        match = r"worker process\(es\) \[1\] died \(worker 1 was killed by SIGKILL\).*set_env"
+        with pytest.raises(WorkerDiedError, match=match):
+            model.learn(500, callback=KillWorker(env, at=20))
+        assert env.closed  # closed for the user: env.close() neither hangs on the dead pipe nor raises
+        env.close()
+        model.save(tmp_path / "still_fine.zip")
+        model.set_env(DummyVecEnv([TargetEnv, TargetEnv]))
+        model.learn(64, reset_num_timesteps=False)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("name", list(ALL_ALGOS))
+def test_an_env_that_raises_in_a_worker_is_named_with_its_exception(name):
+    from envs import RaisesInStepEnv, TargetEnv
+
+    from sb3_grpo.common.worker_faults import WorkerDiedError
+
+    env = SubprocVecEnv([TargetEnv, RaisesInStepEnv])
+    try:
+        model = _make(name, env)
+        match = r"worker process\(es\) \[1\] died \(worker 1 raised ValueError: the env broke at step 4\)"
+        with pytest.raises(WorkerDiedError, match=match) as info:
+            model.learn(500)
+        message = str(info.value)
+        assert "Worker 1's traceback" in message and 'raise ValueError("the env broke at step 4")' in message
+        assert isinstance(info.value.__cause__, (EOFError, ConnectionError))
+        assert model.num_timesteps <= 2 * 4
+    finally:
+        env.close()
+
+
+def test_the_fault_report_leaves_the_env_alone_otherwise():
+    """The reporting subclass changes nothing else: the same steps, the same class name seen through isinstance."""
+    from envs import TargetEnv
+    from stable_baselines3.common.monitor import Monitor
+
+    from sb3_grpo.common.worker_faults import fault_report_class, install_fault_reports
+
+    env = SubprocVecEnv([lambda: Monitor(TargetEnv())] * 2)
+    try:
+        install_fault_reports(env)
+        install_fault_reports(env)  # idempotent
+        classes = env.get_attr("__class__")
+        assert all(issubclass(c, Monitor) and c is fault_report_class(Monitor) for c in classes)
+        assert env.env_is_wrapped(Monitor) == [True, True]
+        env.seed(3)
+        first = env.reset()
+        reference = DummyVecEnv([lambda: Monitor(TargetEnv())] * 2)
+        reference.seed(3)
+        np.testing.assert_array_equal(first, reference.reset())
+        for _ in range(7):
+            actions = np.array([1, 2])
+            for got, want in zip(env.step(actions), reference.step(actions), strict=False):
+                if isinstance(got, np.ndarray):
+                    np.testing.assert_array_equal(got, want)
+    finally:
+        env.close()
+
+    class Local(TargetEnv):  # a worker could not import it by name: left alone
+        pass
+
+    assert fault_report_class(Local) is None

@@ -123,7 +123,8 @@ def test_branching_refuses_an_env_without_snapshotter_before_any_step(vec_env_cl
     venv = make_vec_env(TargetEnv, n_envs=2, vec_env_cls=SubprocVecEnv if vec_env_cls == "subproc" else None)
     try:
         model = GRPO("MlpPolicy", venv, group_size=2, branch_every=3, device="cpu")
-        with pytest.raises(SnapshotError, match=r"No state snapshotter supports the env 'TargetEnv' \(envs\.TargetEnv\).*register_state_snapshots"):
+        match = r"No state snapshotter supports the env 'TargetEnv' \(envs\.TargetEnv\).*register_state_snapshots"
+        with pytest.raises(SnapshotError, match=match):
             model.learn(1)
         assert model.num_timesteps == 0
     finally:
@@ -156,9 +157,7 @@ def test_branching_members_restored_to_different_observations_are_refused_naming
 
     register_state_snapshot("starts_anywhere", _StartsAnywhere())
     try:
-        model = GRPO(
-            "MlpPolicy", DummyVecEnv([lambda: TargetEnv(length=50)] * 2), group_size=2, branch_every=3, device="cpu"
-        )
+        model = GRPO("MlpPolicy", DummyVecEnv([lambda: TargetEnv(length=50)] * 2), group_size=2, branch_every=3, device="cpu")
         with pytest.raises(NonReproducibleResetError, match=r"restored from the same state snapshot .*snapshotter"):
             model.learn(1)
         assert model.num_timesteps == 2 * 3  # at the first branching, after one segment of 3 steps

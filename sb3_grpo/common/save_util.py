@@ -8,18 +8,18 @@ import pathlib
 import zipfile
 from typing import Any
 
+from sb3_grpo.common.worker_faults import (
+    WorkerDiedError,
+    close_broken,
+    dead_workers,
+    describe_dead_workers,
+    install_fault_reports,
+)
+
 __all__ = ["SafeSaveMixin", "dead_workers"]
 
-
-def dead_workers(env: Any) -> list[int]:
-    """Indices of the SubprocVecEnv worker processes under ``env`` (through VecEnv wrappers) that are not alive."""
-    from stable_baselines3.common.vec_env import SubprocVecEnv, VecEnvWrapper
-
-    while isinstance(env, VecEnvWrapper):
-        env = env.venv
-    if not isinstance(env, SubprocVecEnv):
-        return []
-    return [i for i, process in enumerate(env.processes) if not process.is_alive()]
+#: Seconds ``learn`` waits, after a broken pipe, for the SubprocVecEnv worker behind it to end.
+WORKER_EXIT_WAIT = 5.0
 
 
 class SafeSaveMixin:
@@ -27,21 +27,27 @@ class SafeSaveMixin:
     ``save`` writes to a temporary file next to the target and renames it into place only once complete, so a
     save interrupted half-way (crash, KeyboardInterrupt, full disk) never destroys the previous file.
     ``load`` turns a truncated or foreign file into a ``ValueError`` that says what the file is not.
-    ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into an error that says what happened and how
-    to continue.
+    ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into a :class:`WorkerDiedError` that names the
+    worker, says how it ended (the signal that killed it, or the exception its env raised, with the traceback) and
+    how to continue (see :mod:`sb3_grpo.common.worker_faults`).
     """
 
     def learn(self, *args: Any, **kwargs: Any) -> Any:
+        env = getattr(self, "env", None)
         try:
+            install_fault_reports(env)
             return super().learn(*args, **kwargs)  # type: ignore[misc]
-        except (BrokenPipeError, EOFError, ConnectionResetError) as exc:
-            dead = dead_workers(getattr(self, "env", None))
+        except (EOFError, ConnectionError) as exc:  # ConnectionError: BrokenPipeError, ConnectionResetError
+            dead = dead_workers(env, wait=WORKER_EXIT_WAIT)
             if not dead:
                 raise
-            raise RuntimeError(
-                f"SubprocVecEnv worker process(es) {dead} died (crashed or were killed), so the env cannot step any more. "
-                "The model itself is intact: save it, recreate the VecEnv, then model.set_env(new_env) and "
-                "model.learn(..., reset_num_timesteps=False)."
+            how, tracebacks = describe_dead_workers(env, dead)
+            close_broken(env, dead)
+            raise WorkerDiedError(
+                f"SubprocVecEnv worker process(es) {dead} died ({how}), so the env cannot step any more (its other "
+                "workers are closed). The model itself is intact: save it, fix or recreate the VecEnv, then "
+                "model.set_env(new_env) and model.learn(..., reset_num_timesteps=False)."
+                + (f"\n\n{tracebacks}" if tracebacks else "")
             ) from exc
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:
