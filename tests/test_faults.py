@@ -98,6 +98,68 @@ def test_interrupted_save_keeps_the_previous_file_and_bad_files_fail_clearly(nam
         cls.load(foreign)
 
 
+_KILLED_SAVE = """
+import sys, time
+import stable_baselines3.common.base_class as base_class
+from stable_baselines3.common.env_util import make_vec_env
+from sb3_grpo import AdaptiveKLPPO
+
+model = AdaptiveKLPPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=1), n_steps=8, batch_size=8, device="cpu")
+
+def stuck(save_path, *args, **kwargs):  # half a file, then the process is killed
+    with open(save_path, "wb") as f:
+        f.write(b"PK half a zip")
+    print("writing", flush=True)
+    time.sleep(60)
+
+base_class.save_to_zip_file = stuck
+model.save(sys.argv[1])
+"""
+
+
+def test_a_save_killed_outright_leaves_a_partial_file_that_the_next_save_removes(tmp_path):
+    """SIGKILL gives no chance to clean up: the next save to the same target removes what is stale, and only that."""
+    import subprocess
+    import sys
+
+    from sb3_grpo.common.save_util import STALE_PARTIAL_AGE, partial_name
+
+    path = tmp_path / "model.zip"
+    model = _make("adaptive_kl_ppo")
+    model.save(path)
+    before = path.read_bytes()
+
+    writer = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+    finally:
+        writer.kill()
+        writer.wait()
+    killed = tmp_path / partial_name("model.zip", writer.pid)
+    assert killed.exists() and path.read_bytes() == before  # the previous file is intact, the partial one left over
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a writer still at work
+    try:
+        fresh = tmp_path / partial_name("model.zip", live.pid)
+        fresh.write_bytes(b"being written")
+        other_host = tmp_path / ".model.zip.partial-otherhost-12345.zip"  # its writer's liveness is unknown here
+        other_host.write_bytes(b"being written elsewhere")
+        ancient = tmp_path / ".model.zip.partial-otherhost-23456.zip"
+        ancient.write_bytes(b"left a long time ago")
+        old = time.time() - STALE_PARTIAL_AGE - 60
+        os.utime(ancient, (old, old))
+        other_target = tmp_path / partial_name("other.zip", writer.pid)  # another target's: not this save's business
+        other_target.write_bytes(b"x")
+
+        model.save(path)
+        assert not killed.exists() and not ancient.exists()
+        assert fresh.exists() and other_host.exists() and other_target.exists()
+        ALGOS["adaptive_kl_ppo"][0].load(path, device="cpu")
+    finally:
+        live.kill()
+        live.wait()
+
+
 @pytest.mark.parametrize("name", list(ALGOS))
 def test_dead_subproc_worker_gives_a_clear_error_not_a_hang(name, tmp_path):
     env = make_vec_env("CartPole-v1", n_envs=2, vec_env_cls=SubprocVecEnv)
