@@ -177,6 +177,25 @@ def test_clip_range_high_below_clip_range_warns():
         _make("grpo", clip_range=0.2, clip_range_high=0.28)  # DAPO's clip-higher: no warning
 
 
+def test_a_learn_budget_that_whole_groups_overshoot_by_more_than_twice_warns_once_with_the_fix():
+    """Episodes of 100 steps, 2 slots, groups of 2: a rollout holds at least 2 groups, i.e. 400 steps."""
+    import warnings
+
+    def overshoot_warnings(total_timesteps, **kwargs):
+        model = _make("grpo", DummyVecEnv([lambda: TargetEnv(length=100)] * 2), n_steps=8, n_epochs=1, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.learn(total_timesteps)
+        return model.num_timesteps, [str(w.message) for w in caught if "twice the steps asked for" in str(w.message)]
+
+    steps, messages = overshoot_warnings(20)
+    assert steps == 400 and len(messages) == 1, messages
+    assert "learn(total_timesteps=20) will run more than twice the steps asked for" in messages[0]
+    assert all(name in messages[0] for name in ("groups_per_rollout", "group_size", "n_envs"))
+    assert overshoot_warnings(400) == (400, [])  # one rollout, as asked
+    assert overshoot_warnings(200, groups_per_rollout=1) == (200, [])
+
+
 class TupleObservationEnv(gym.Env):
     observation_space = spaces.Tuple((spaces.Box(-1.0, 1.0, (2,), dtype=np.float32), spaces.Discrete(2)))
     action_space = spaces.Discrete(2)

@@ -305,6 +305,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     policy: ActorPolicy  # type: ignore[assignment]
     #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
     _branch_states: tuple[str, list[Any]] | None = None
+    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
+    _overshoot_warn_at: int | None = None
 
     def __init__(
         self,
@@ -602,6 +604,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             "_stats",
             "_rollout_start",
             "_snapshots_checked",
+            "_overshoot_warn_at",
         ]
 
     # ------------------------------------------------------------------ rollouts
@@ -671,7 +674,33 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         # branching groups' episodes where the previous rollout left them.
         if reset_num_timesteps:
             self._branch_states = None
-        return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        # Warn when whole groups of whole episodes take the run past twice what was asked for, or past twice one rollout
+        # of n_steps * n_envs steps (what SB3's PPO would run for a budget smaller than one rollout).
+        requested = self._total_timesteps - self.num_timesteps
+        nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
+        self._overshoot_warn_at = self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
+        return setup
+
+    def _warn_overshoot(self, n_envs: int) -> None:
+        """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget."""
+        start = self._rollout_start["num_timesteps"] if self._rollout_start else self.num_timesteps
+        if self.groups_per_rollout is not None:
+            rule = f"groups_per_rollout={self.groups_per_rollout} groups of group_size={self.group_size} whole episodes"
+        else:
+            minimum = -(-2 * n_envs // self.group_size)
+            rule = (
+                f"groups of group_size={self.group_size} whole episodes until n_steps * n_envs = {self.n_steps} * "
+                f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
+            )
+        warnings.warn(
+            f"GRPO: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps asked for: "
+            f"this rollout alone has run {self.num_timesteps - start:,} env steps so far, because a rollout runs {rule}. "
+            "For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or fewer "
+            "envs (n_envs); or raise total_timesteps.",
+            stacklevel=2,
+        )
+        self._overshoot_warn_at = None
 
     def _begin_rollout(self) -> None:
         """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
@@ -712,6 +741,8 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
             clipped = np.clip(actions, self.action_space.low, self.action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
         self.num_timesteps += env.num_envs
+        if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
+            self._warn_overshoot(env.num_envs)
         callback.update_locals(locals())
         if not callback.on_step():
             return None
