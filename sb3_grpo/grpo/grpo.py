@@ -246,7 +246,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         ``"group_zscore"``; ``"group_step_baseline"`` for long dense-reward episodes).
     :param advantage_kwargs: options of the estimator.
     :param ent_coef: entropy bonus coefficient.
-    :param max_grad_norm: gradient clipping norm.
+    :param max_grad_norm: gradient clipping norm (a number > 0).
     :param target_kl: stop the epochs early when the approximate KL to the behaviour policy exceeds
         ``1.5 * target_kl`` (``None``: never).
     :param branch_every: branching groups (``None``: off). Every ``branch_every`` steps, all members of a group are
