@@ -6,8 +6,10 @@ from importlib.metadata import version as _version
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
+from sb3_grpo.common.arguments import ArgumentTypeError
 from sb3_grpo.common.rewards import RewardFunctionError, Trajectory
 from sb3_grpo.common.snapshots import SnapshotError
+from sb3_grpo.common.worker_faults import WorkerDiedError
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
 from sb3_grpo.grpo.grpo import NonReproducibleResetError
@@ -40,6 +42,7 @@ __all__ = [
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
+    "ArgumentTypeError",
     "EstimatorError",
     "ExactTRPO",
     "NonReproducibleResetError",
@@ -49,6 +52,7 @@ __all__ = [
     "SnapshotError",
     "Trajectory",
     "UnknownNameError",
+    "WorkerDiedError",
     "__version__",
     "available_advantage_estimators",
     "available_reward_functions",
