@@ -5,8 +5,10 @@ from sb3_grpo._moved import alias_moved_modules
 from sb3_grpo._version import __version__
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
+from sb3_grpo.common.arguments import ArgumentTypeError
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.common.snapshots import SnapshotError
+from sb3_grpo.common.worker_faults import WorkerDiedError
 from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
 from sb3_grpo.grpo.grpo import NonReproducibleResetError
@@ -36,6 +38,7 @@ __all__ = [
     "AdvantageEstimator",
     "AdvantageInputs",
     "AdvantageOutputs",
+    "ArgumentTypeError",
     "EstimatorError",
     "ExactTRPO",
     "NonReproducibleResetError",
@@ -45,6 +48,7 @@ __all__ = [
     "SnapshotError",
     "Trajectory",
     "UnknownNameError",
+    "WorkerDiedError",
     "__version__",
     "available_advantage_estimators",
     "available_reward_functions",

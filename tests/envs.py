@@ -87,3 +87,12 @@ class NaNObservationEnv(TargetEnv):
             obs = obs.copy()
             obs[0] = np.nan
         return obs, reward, terminated, truncated, info
+
+
+class RaisesInStepEnv(TargetEnv):
+    """Raises a ValueError at the 4th step of an episode (to test what a SubprocVecEnv worker reports)."""
+
+    def step(self, action):
+        if self.t == 3:
+            raise ValueError("the env broke at step 4")
+        return super().step(action)

@@ -106,6 +106,8 @@ BAD_ARGUMENTS = [
     ("grpo", dict(max_trajectory_length=0), "max_trajectory_length must be >= 1"),
     ("grpo", dict(ent_coef=-0.1), "ent_coef must be >= 0"),
     ("grpo", dict(group_size=4, branch_every=2), r"branch_every needs n_envs to be a multiple of group_size.*n_envs=4"),
+    ("grpo", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5 \(a negative norm"),
+    ("grpo", dict(max_grad_norm=0.0), r"max_grad_norm .* must be a finite number > 0, got 0.0"),
     # ExactTRPO (fisher_solver, cg_damping=0, fisher_subsample=1.5, target_kl=0 are in test_exact_trpo.py)
     ("exact_trpo", dict(target_kl=-0.01), "target_kl .*delta.* must be > 0"),
     ("exact_trpo", dict(gamma=-0.5), r"gamma must be in \[0, 1\]"),
@@ -118,6 +120,8 @@ BAD_ARGUMENTS = [
     ("exact_trpo", dict(line_search_accept_ratio=1.0), r"line_search_accept_ratio must be in \[0, 1\)"),
     ("exact_trpo", dict(fisher_memory_budget=0), "fisher_memory_budget must be > 0"),
     ("exact_trpo", dict(fisher_subsample=0), "fisher_subsample must be"),
+    ("exact_trpo", dict(batch_size=0), r"ExactTRPO: batch_size \(the critic's minibatch\) must be >= 1, got 0"),
+    ("exact_trpo", dict(n_critic_updates=0), r"ExactTRPO: n_critic_updates \(critic epochs per update\) must be >= 1"),
     # AdaptiveKLPPO (kl_coef, target_kl, kl_estimator, ... are in test_adaptive_kl_ppo.py)
     ("adaptive_kl_ppo", dict(n_epochs=0), "n_epochs must be an integer >= 1"),
     ("adaptive_kl_ppo", dict(gamma=2.0), r"gamma must be in \[0, 1\]"),
@@ -126,6 +130,8 @@ BAD_ARGUMENTS = [
     ("adaptive_kl_ppo", dict(ent_coef=-0.01), "ent_coef must be a number >= 0"),
     ("adaptive_kl_ppo", dict(clip_range_vf=0.0), "clip_range_vf must be None, a number > 0"),
     ("adaptive_kl_ppo", dict(kl_coef=float("nan")), "kl_coef"),
+    ("adaptive_kl_ppo", dict(max_grad_norm=-1.0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0"),
+    ("adaptive_kl_ppo", dict(max_grad_norm=0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0, got 0"),
 ]
 
 
@@ -135,6 +141,76 @@ def test_invalid_hyperparameters_fail_at_construction_naming_the_argument(name, 
     with pytest.raises(ValueError, match=match):
         _make(name, DummyVecEnv([CountingEnv, CountingEnv]), **kwargs)
     assert CountingEnv.steps == 0
+
+
+STRING_NUMBERS = [
+    ("grpo", dict(n_steps="64"), r"GRPO: n_steps must be an integer, got '64' \(a str\).*write n_steps=64"),
+    ("grpo", dict(beta="0.04"), r"GRPO: beta must be a number, got '0.04' \(a str\).*write beta=0.04"),
+    ("grpo", dict(groups_per_rollout="2"), r"GRPO: groups_per_rollout must be an integer or None, got '2'"),
+    ("grpo", dict(clip_range="0.2"), r"GRPO: clip_range must be a number or a schedule .*, got '0.2'"),
+    ("exact_trpo", dict(n_steps="64"), r"ExactTRPO: n_steps must be an integer, got '64'"),
+    ("exact_trpo", dict(target_kl="0.01"), r"ExactTRPO: target_kl must be a number, got '0.01'"),
+    ("exact_trpo", dict(batch_size=32.0), r"ExactTRPO: batch_size must be an integer, got 32.0 \(a float\)"),
+    ("adaptive_kl_ppo", dict(n_steps="64"), r"AdaptiveKLPPO: n_steps must be an integer, got '64'"),
+    ("adaptive_kl_ppo", dict(kl_coef="1.0"), r"AdaptiveKLPPO: kl_coef must be a number, got '1.0'"),
+    ("adaptive_kl_ppo", dict(learning_rate="3e-4"), r"AdaptiveKLPPO: learning_rate must be a number or a schedule"),
+]
+
+
+@pytest.mark.parametrize("name, kwargs, match", STRING_NUMBERS, ids=[f"{a}-{next(iter(k))}" for a, k, _ in STRING_NUMBERS])
+def test_a_number_given_as_a_string_is_named_with_the_type_expected(name, kwargs, match):
+    """A quoted number in a zoo YAML file or in -params reaches the constructor as a string."""
+    from sb3_grpo.common.arguments import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match=match) as info:
+        _make(name, **kwargs)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+def test_clip_range_high_below_clip_range_warns():
+    with pytest.warns(UserWarning, match=r"clip_range_high \(0.1\) is smaller than clip_range \(0.2\).*swap"):
+        _make("grpo", clip_range=0.2, clip_range_high=0.1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _make("grpo", clip_range=0.2, clip_range_high=0.28)  # DAPO's clip-higher: no warning
+
+
+def test_a_learn_budget_that_whole_groups_overshoot_by_more_than_twice_warns_once_with_the_fix():
+    """Episodes of 100 steps, 2 slots, groups of 2: a rollout holds at least 2 groups, i.e. 400 steps."""
+    import warnings
+
+    def overshoot_warnings(total_timesteps, **kwargs):
+        model = _make("grpo", DummyVecEnv([lambda: TargetEnv(length=100)] * 2), n_steps=8, n_epochs=1, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.learn(total_timesteps)
+        return model.num_timesteps, [str(w.message) for w in caught if "twice the steps asked for" in str(w.message)]
+
+    steps, messages = overshoot_warnings(20)
+    assert steps == 400 and len(messages) == 1, messages
+    assert "learn(total_timesteps=20) will run more than twice the steps asked for" in messages[0]
+    assert all(name in messages[0] for name in ("groups_per_rollout", "group_size", "n_envs"))
+    assert overshoot_warnings(400) == (400, [])  # one rollout, as asked
+    assert overshoot_warnings(200, groups_per_rollout=1) == (200, [])
+
+
+class TupleObservationEnv(gym.Env):
+    observation_space = spaces.Tuple((spaces.Box(-1.0, 1.0, (2,), dtype=np.float32), spaces.Discrete(2)))
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return (np.zeros(2, dtype=np.float32), 0), {}
+
+    def step(self, action):
+        return (np.zeros(2, dtype=np.float32), 0), 0.0, True, False, {}
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_tuple_observation_space_is_refused_at_construction(name):
+    with pytest.raises(NotImplementedError, match=r"Tuple\(.*\) observation space is not supported"):
+        _make(name, DummyVecEnv([TupleObservationEnv]))
 
 
 @pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # sb3-contrib's own, before ours
@@ -156,6 +232,43 @@ def test_batch_size_larger_than_the_rollout_warns_with_the_fix(name, match):
 def test_an_action_space_no_policy_can_handle_is_refused_naming_it(name):
     with pytest.raises(AssertionError, match=r"only supports .* as action spaces but Tuple"):
         _make(name, DummyVecEnv([TupleActionEnv]))
+
+
+class SampledStartEnv(TargetEnv):
+    """SB3's test envs' pattern: reset() samples the observation space, which the reset seed does not seed, so two
+    resets with one seed start from different states."""
+
+    def __init__(self, length=5):
+        super().__init__(length=length)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed, options=options)
+        return self.observation_space.sample(), {}
+
+
+class SeededSampledStartEnv(SampledStartEnv):
+    """The fix the message gives: seed the space from the reset seed."""
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.observation_space.seed(seed)
+        return super().reset(seed=seed, options=options)
+
+
+def test_a_non_reproducible_reset_is_refused_as_the_group_starts_naming_the_env_and_the_fix():
+    model = _make("grpo", DummyVecEnv([lambda: SampledStartEnv(1000)] * 2), n_steps=64)
+    match = (
+        r"different observations \(env of class (tests\.)?test_bad_inputs\.SampledStartEnv, group 0: trajectories 0 and 1\)"
+        r".*super\(\)\.reset\(seed=seed\).*self\.np_random.*self\.observation_space\.seed\(seed\).*verify_group_starts=False"
+    )
+    from sb3_grpo.grpo import NonReproducibleResetError
+
+    with pytest.raises(NonReproducibleResetError, match=match):
+        model.learn(64)
+    assert model.num_timesteps == 0  # at the group's first reset, not after a rollout of 4 episodes of 1000 steps
+
+    _make("grpo", DummyVecEnv([SeededSampledStartEnv, SeededSampledStartEnv]), n_epochs=1).learn(20)
+    _make("grpo", DummyVecEnv([SampledStartEnv, SampledStartEnv]), n_epochs=1, verify_group_starts=False).learn(20)
 
 
 # ---------------------------------------------------------------- non-finite env outputs
@@ -183,6 +296,63 @@ def test_non_finite_env_output_names_the_env_and_step_before_any_update(name, en
     with pytest.raises(ValueError, match=match):
         model.learn(64)
     assert model._n_updates == 0 and _unchanged(model, before)
+
+
+class NaNResetEnv(TargetEnv):
+    """Every observation from reset is NaN (``after_an_episode``: only once an episode has ended)."""
+
+    def __init__(self, after_an_episode=False):
+        super().__init__()
+        self.after_an_episode, self.ended = after_an_episode, False
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return (np.full_like(obs, np.nan) if self.ended or not self.after_an_episode else obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.ended = self.ended or terminated or truncated
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("normalized", [False, True], ids=["raw", "vecnormalize"])
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_non_finite_reset_observation_is_named_as_one_before_any_step(name, normalized):
+    """The very first observation (from reset) is checked too, and the message says it came from reset()."""
+    env = DummyVecEnv([TargetEnv, NaNResetEnv])
+    if normalized:
+        env = VecNormalize(env)
+    model = _make(name, env)
+    slot = "Env slot 1" if name == "grpo" else r"Env 1 \(its index in the VecEnv\)"
+    with pytest.raises(ValueError, match=rf"{slot} returned a non-finite observation \(NaN or inf\) from reset\(\), the "):
+        model.learn(64)
+    assert model.num_timesteps == 0
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_non_finite_observation_from_an_automatic_reset_is_named_as_one(name):
+    env = DummyVecEnv([TargetEnv, lambda: NaNResetEnv(after_an_episode=True)])  # episodes of 5 steps
+    model = _make(name, env)
+    match = r"non-finite observation \(NaN or inf\) from reset\(\), the first observation of a new episode \(after step 5"
+    with pytest.raises(ValueError, match=match):
+        model.learn(64)
+
+
+@pytest.mark.parametrize("name", list(ALGOS))
+def test_a_custom_training_loop_runs_and_keeps_the_checks(name):
+    """SB3's own tests and custom loops call ``_setup_learn`` then ``collect_rollouts`` (and ``train``) directly."""
+    model = _make(name)
+    _, callback = model._setup_learn(total_timesteps=200)
+    for _ in range(2):
+        assert model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
+        model.train()
+    assert model.num_timesteps >= 2 * model.n_steps * model.env.num_envs
+
+    model = _make(name, DummyVecEnv([TargetEnv, NaNObservationEnv]))
+    _, callback = model._setup_learn(total_timesteps=200)
+    slot = "Env slot 1" if name == "grpo" else "Env 1"
+    with pytest.raises(ValueError, match=rf"{slot} .*non-finite observation \(NaN or inf\) at step 2 of its episode"):
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
 
 
 @pytest.mark.parametrize("name", CRITIC_ALGOS)

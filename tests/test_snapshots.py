@@ -111,16 +111,58 @@ def test_branching_groups_share_the_state_each_segment_starts_from(vec_env_cls):
         venv.close()
 
 
-def test_branching_refuses_an_env_without_snapshotter_before_any_step():
+@pytest.mark.parametrize("vec_env_cls", ["dummy", "subproc"])
+def test_branching_refuses_an_env_without_snapshotter_before_any_step(vec_env_cls):
+    """Under a SubprocVecEnv too: the worker answers with the refusal instead of dying of it."""
     from envs import TargetEnv
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
 
     from sb3_grpo import GRPO
 
-    model = GRPO("MlpPolicy", make_vec_env(TargetEnv, n_envs=2), group_size=2, branch_every=3, device="cpu")
-    with pytest.raises(SnapshotError, match="register_state_snapshots"):
-        model.learn(1)
-    assert model.num_timesteps == 0
+    venv = make_vec_env(TargetEnv, n_envs=2, vec_env_cls=SubprocVecEnv if vec_env_cls == "subproc" else None)
+    try:
+        model = GRPO("MlpPolicy", venv, group_size=2, branch_every=3, device="cpu")
+        match = r"No state snapshotter supports the env 'TargetEnv' \(envs\.TargetEnv\).*register_state_snapshots"
+        with pytest.raises(SnapshotError, match=match):
+            model.learn(1)
+        assert model.num_timesteps == 0
+    finally:
+        venv.close()
+
+
+class _StartsAnywhere:
+    """A broken snapshotter: its restore returns a random observation (the state it restores is not the one saved)."""
+
+    def supports(self, env):
+        from envs import TargetEnv
+
+        return isinstance(env.unwrapped, TargetEnv)
+
+    def get(self, env):
+        return env.unwrapped.t
+
+    def set(self, env, state):
+        env.unwrapped.t = state
+        return np.random.default_rng().uniform(-1, 1, 4).astype(np.float32)
+
+
+def test_branching_members_restored_to_different_observations_are_refused_naming_the_snapshotter():
+    from envs import TargetEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from sb3_grpo import GRPO
+    from sb3_grpo.grpo import NonReproducibleResetError
+    from sb3_grpo.plugins import _snapshots, register_state_snapshot
+
+    register_state_snapshot("starts_anywhere", _StartsAnywhere())
+    try:
+        model = GRPO("MlpPolicy", DummyVecEnv([lambda: TargetEnv(length=50)] * 2), group_size=2, branch_every=3, device="cpu")
+        with pytest.raises(NonReproducibleResetError, match=r"restored from the same state snapshot .*snapshotter"):
+            model.learn(1)
+        assert model.num_timesteps == 2 * 3  # at the first branching, after one segment of 3 steps
+    finally:
+        _snapshots.unregister_local("starts_anywhere")
 
 
 def test_branching_needs_whole_blocks_of_slots():

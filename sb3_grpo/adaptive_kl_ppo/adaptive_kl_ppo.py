@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from sb3_grpo.adaptive_kl_ppo.buffers import DictKLRolloutBuffer, KLRolloutBuffer, with_old_distribution
 from sb3_grpo.adaptive_kl_ppo.kl_controllers import KL_CONTROLLERS, KLController, make_kl_controller
 from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
@@ -184,6 +185,30 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
+        check_argument_types(
+            "AdaptiveKLPPO",
+            dict(
+                learning_rate=(learning_rate, "schedule"),
+                n_steps=(n_steps, "int"),
+                batch_size=(batch_size, "int"),
+                n_epochs=(n_epochs, "int"),
+                gamma=(gamma, "float"),
+                gae_lambda=(gae_lambda, "float"),
+                clip_range=(clip_range, "schedule?"),
+                clip_range_vf=(clip_range_vf, "schedule?"),
+                ent_coef=(ent_coef, "float"),
+                vf_coef=(vf_coef, "float"),
+                max_grad_norm=(max_grad_norm, "float"),
+                sde_sample_freq=(sde_sample_freq, "int"),
+                target_kl=(target_kl, "float?"),  # None: a message of its own below
+                kl_coef=(kl_coef, "float"),
+                kl_horizon=(kl_horizon, "float"),
+                kl_coef_min=(kl_coef_min, "float"),
+                kl_coef_max=(kl_coef_max, "float"),
+                early_stop_kl=(early_stop_kl, "float?"),
+                stats_window_size=(stats_window_size, "int"),
+            ),
+        )
         super().__init__(
             policy,
             env,
@@ -294,6 +319,11 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
             value = getattr(self, name)
             if not isinstance(value, numbers.Real) or not cast(float, value) >= 0:
                 fail(f"{name} must be a number >= 0, got {value!r}")
+        if not positive_number(self.max_grad_norm):
+            fail(
+                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
+                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)"
+            )
 
     def _make_kl_controller(self) -> KLController:
         return make_kl_controller(

@@ -24,6 +24,7 @@ from sb3_grpo.common.advantages import check_estimator_needs
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
 from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
+from sb3_grpo.common.worker_faults import install_fault_reports
 from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
 
 __all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "AlgorithmMixin", "fitting_estimators", "make_advantage_estimator"]
@@ -80,12 +81,14 @@ class AlgorithmMixin:
       the loss. GRPO's rollouts run whole groups of episodes, so they overshoot by up to G episodes. Clamped, the
       last update uses the schedule's final value.
     - **Saving**: ``save`` writes to a temporary file next to the target and renames it into place only once
-      complete (an interrupted save never destroys the previous file) and records the class that saved the file
+      complete (an interrupted save never destroys the previous file; a killed save's leftover goes at the next
+      save) and records the class that saved the file
       (see :mod:`sb3_grpo.common.saved_models`). ``load`` turns a truncated or foreign file into a ``ValueError``
       that says what the file is not, refuses a file saved by another algorithm (naming it), and never unpickles
       code of a plugin that is switched off.
-    - **Dead workers**: ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into an error that says
-      what happened and how to continue.
+    - **Dead workers**: ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into a
+      :class:`~sb3_grpo.common.worker_faults.WorkerDiedError` that names the worker, says how it ended and how to
+      continue.
     """
 
     #: What the algorithm hands to advantage estimators (a subset of :data:`sb3_grpo.common.advantages.NEEDS`).
@@ -206,7 +209,9 @@ class AlgorithmMixin:
         :param progress_bar: Display a progress bar using tqdm and rich.
         :return: the trained model
         """
+        env = getattr(self, "env", None)
         try:
+            install_fault_reports(env)
             return super().learn(  # type: ignore[misc]
                 total_timesteps=total_timesteps,
                 callback=callback,
@@ -215,8 +220,8 @@ class AlgorithmMixin:
                 reset_num_timesteps=reset_num_timesteps,
                 progress_bar=progress_bar,
             )
-        except (BrokenPipeError, EOFError, ConnectionResetError) as exc:
-            raise_if_workers_died(getattr(self, "env", None), exc)
+        except (EOFError, ConnectionError) as exc:  # ConnectionError: BrokenPipeError, ConnectionResetError
+            raise_if_workers_died(env, exc)
             raise
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:

@@ -80,11 +80,15 @@ def _snapshot(self: Any) -> Any:
     return _snapshotter(self).get(self)
 
 
-def _check_snapshots(self: Any) -> str:
-    """Name of the snapshotter this env would use (raises a clear error when there is none)."""
-    from sb3_grpo.common.snapshots import find_snapshotter
+def _check_snapshots(self: Any) -> str | Exception:
+    """Name of the snapshotter this env would use, or the ``SnapshotError`` that says why there is none (returned, not
+    raised: in a SubprocVecEnv worker an exception would kill the worker instead of reaching the user)."""
+    from sb3_grpo.common.snapshots import SnapshotError, find_snapshotter
 
-    name, found = find_snapshotter(self)
+    try:
+        name, found = find_snapshotter(self)
+    except SnapshotError as exc:
+        return exc
     self.__dict__[_SNAPSHOTTER] = found
     return name
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
 
-__all__ = ["FiniteRolloutMixin", "check_finite_step"]
+__all__ = ["FiniteRolloutMixin", "check_finite_reset", "check_finite_step", "observation_moment"]
 
 
 def _first_bad_row(value: Any) -> int | None:
@@ -44,6 +44,35 @@ def _observations_finite(observations: Any) -> bool:
     if isinstance(observations, dict):
         return all(_sum_finite(value) for value in observations.values())
     return _sum_finite(observations)
+
+
+def observation_moment(step: int, new_episode: bool) -> str:
+    """Where an observation came from, for messages: a step of its episode, or the reset that began an episode.
+
+    :param step: the step of its episode the env has just taken (0: none yet, the observation is a reset's).
+    :param new_episode: the episode ended with this step, so the observation returned with it is the first one of
+        the next episode (the VecEnv's automatic reset).
+    """
+    if step == 0:
+        return "from reset(), the first observation of an episode"
+    if new_episode:
+        return f"from reset(), the first observation of a new episode (after step {step} of the one that ended)"
+    return f"at step {step} of its episode"
+
+
+def check_finite_reset(observations: Any) -> None:
+    """Raise a ``ValueError`` naming the env index of the first non-finite observation returned by ``reset()``."""
+    if _observations_finite(observations):
+        return
+    parts = list(observations.items()) if isinstance(observations, dict) else [(None, observations)]
+    for key, value in parts:
+        row = _first_bad_row(value)
+        if row is not None:
+            where = "" if key is None else f" (key {key!r})"
+            raise ValueError(
+                f"Env {row} (its index in the VecEnv) returned a non-finite observation{where} (NaN or inf) "
+                f"{observation_moment(0, True)}. Fix the env's reset(), or find the source with SB3's VecCheckNan wrapper."
+            )
 
 
 def check_finite_step(
@@ -86,9 +115,10 @@ def check_finite_step(
         row = _first_bad_row(value)
         if row is not None:
             where = "" if key is None else f" (key {key!r})"
+            moment = observation_moment(int(episode_step[row]), dones is not None and bool(dones[row]))
             raise ValueError(
-                f"Env {row} (its index in the VecEnv) returned a non-finite observation{where} (NaN or inf) at step "
-                f"{int(episode_step[row])} of its episode. Fix the env, or find the source with SB3's VecCheckNan wrapper."
+                f"Env {row} (its index in the VecEnv) returned a non-finite observation{where} (NaN or inf) {moment}. "
+                "Fix the env, or find the source with SB3's VecCheckNan wrapper."
             )
     for env, info in enumerate(infos):
         terminal = info.get("terminal_observation")
@@ -103,9 +133,15 @@ def check_finite_step(
 
 
 class _FiniteStepCheck(BaseCallback):
-    """Runs :func:`check_finite_step` on every env step of ``collect_rollouts`` (before the step is stored)."""
+    """Runs :func:`check_finite_step` on every env step of ``collect_rollouts`` (before the step is stored), and
+    :func:`check_finite_reset` on the observation ``learn`` starts from.
 
-    def _on_training_start(self) -> None:
+    It is set up as the model's ``_setup_learn`` creates it, so a custom training loop (``model._setup_learn(...)``,
+    then ``model.collect_rollouts(model.env, callback, ...)`` with the callback it returned) is checked as ``learn``
+    is.
+    """
+
+    def _init_callback(self) -> None:
         model: Any = self.model
         n_envs = self.training_env.num_envs
         steps = getattr(model, "_finite_check_episode_step", None)
@@ -119,6 +155,10 @@ class _FiniteStepCheck(BaseCallback):
         self._clock = 0
         self._episode_start = -np.asarray(steps, dtype=np.int64)
         model._finite_check_episode_step = steps
+        vec_normalize = model._vec_normalize_env
+        first = vec_normalize.old_obs if vec_normalize is not None else model._last_obs
+        if first is not None:  # from reset (an observation from a step was checked as it arrived)
+            check_finite_reset(first)
 
     def _episode_steps(self) -> np.ndarray:
         return self._clock - self._episode_start

@@ -77,9 +77,11 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
         if snapshotter.supports(env):
             return name, snapshotter
     spec = getattr(env, "spec", None)
+    # the env's own class, not the subclass GRPO's reset hook swapped in (sb3_grpo.common.env_hooks)
+    cls = next((c for c in type(env.unwrapped).__mro__ if not c.__module__.startswith("sb3_grpo.common.")), object)
     raise SnapshotError(
-        f"No state snapshotter supports the env {getattr(spec, 'id', None) or type(env.unwrapped).__name__!r} "
-        f"({type(env.unwrapped).__module__}.{type(env.unwrapped).__name__}), so GRPO cannot branch groups from its "
+        f"No state snapshotter supports the env {getattr(spec, 'id', None) or cls.__name__!r} "
+        f"({cls.__module__}.{cls.__qualname__}), so GRPO cannot branch groups from its "
         f"states (branch_every). Register one through the 'register_state_snapshots' hook (see "
         f"sb3_grpo.hookspecs) or, in this process, with sb3_grpo.plugins.register_state_snapshot(name, snapshotter) "
         f"(examples/branching_custom_env.py), or train without branch_every. "

@@ -16,6 +16,7 @@ from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import explained_variance
 from torch.nn import functional as F
 
+from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.exact_trpo.actor import (
@@ -178,6 +179,30 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
         advantage_kwargs: dict[str, Any] | None = None,
         _init_setup_model: bool = True,
     ):
+        check_argument_types(
+            "ExactTRPO",
+            dict(
+                learning_rate=(learning_rate, "schedule"),
+                n_steps=(n_steps, "int"),
+                batch_size=(batch_size, "int"),
+                gamma=(gamma, "float"),
+                cg_max_steps=(cg_max_steps, "int"),
+                cg_damping=(cg_damping, "float"),
+                line_search_shrinking_factor=(line_search_shrinking_factor, "float"),
+                line_search_max_iter=(line_search_max_iter, "int"),
+                n_critic_updates=(n_critic_updates, "int"),
+                gae_lambda=(gae_lambda, "float"),
+                sde_sample_freq=(sde_sample_freq, "int"),
+                target_kl=(target_kl, "float"),
+                sub_sampling_factor=(sub_sampling_factor, "int"),
+                stats_window_size=(stats_window_size, "int"),
+                fisher_memory_budget=(fisher_memory_budget, "float"),
+                fisher_refine_tol=(fisher_refine_tol, "float?"),
+                line_search_accept_ratio=(line_search_accept_ratio, "float"),
+            ),
+        )
+        if batch_size < 1:  # before sb3-contrib's TRPO divides by it
+            raise ValueError(f"ExactTRPO: batch_size (the critic's minibatch) must be >= 1, got {batch_size!r}")
         super().__init__(
             policy,
             env,
@@ -243,6 +268,10 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
             fail(f"sub_sampling_factor must be >= 1, got {self.sub_sampling_factor!r}")
         if self.cg_max_steps < 1:
             fail(f"cg_max_steps must be >= 1, got {self.cg_max_steps!r}")
+        if self.n_critic_updates < 1:
+            fail(f"n_critic_updates (critic epochs per update) must be >= 1, got {self.n_critic_updates!r}")
+        if self.n_steps < 1:
+            fail(f"n_steps must be >= 1, got {self.n_steps!r}")
         if self.env is not None and self.batch_size > self.n_steps * self.env.num_envs:
             # a warning, not an error: sb3-contrib's TRPO accepts it (rl-zoo configs, samplers)
             warnings.warn(

@@ -18,12 +18,14 @@ from stable_baselines3.common.utils import FloatSchedule, LinearSchedule, obs_as
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.advantages import AdvantageInputs, group_index, grouped_mean_std, run_estimator
+from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
 from sb3_grpo.common.buffers import GroupRolloutBuffer
 from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_reset, is_group_reset_class
 from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.reward_scoring import RewardCombiner, Trajectory
+from sb3_grpo.common.rollout_checks import observation_moment
 from sb3_grpo.grpo.loss import (
     GROUP_LOSS_SCALES,
     IMPORTANCE_SAMPLING_LEVELS,
@@ -38,8 +40,12 @@ BRANCH_PIVOTS = ("any", "alive")
 NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 
-def check_finite_observations(obs: Any, step: Any) -> None:
-    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation."""
+def check_finite_observations(obs: Any, step: Any, dones: Any = None) -> None:
+    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation.
+
+    :param step: per slot, the step of its episode just taken (0: ``obs`` comes from ``reset()``).
+    :param dones: per slot, whether the episode ended with this step (``obs`` is then the next episode's first).
+    """
     parts = obs.items() if isinstance(obs, dict) else [(None, obs)]
     for key, value in parts:
         value = np.asarray(value)
@@ -49,9 +55,10 @@ def check_finite_observations(obs: Any, step: Any) -> None:
         if bad.any():
             slot = int(np.flatnonzero(bad)[0])
             where = "" if key is None else f" (key {key!r})"
+            moment = observation_moment(int(step[slot]), dones is not None and bool(dones[slot]))
             raise ValueError(
-                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) at step {int(step[slot])} of its "
-                "episode. Fix the env, or find the source with SB3's VecCheckNan wrapper."
+                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) {moment}. Fix the env, or find "
+                "the source with SB3's VecCheckNan wrapper."
             )
 
 
@@ -82,6 +89,23 @@ class _StepRecord:
 
 class NonReproducibleResetError(RuntimeError):
     """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
+
+
+def describe_env(env: VecEnv) -> str:
+    """The env in a VecEnv, for messages: its registered id, else the class of the innermost env."""
+    try:
+        spec = env.get_attr("spec", indices=[0])[0]
+        if getattr(spec, "id", None):
+            return repr(spec.id)
+        cls = type(env.get_attr("unwrapped", indices=[0])[0])
+    except Exception:  # an env that cannot be sent over a SubprocVecEnv pipe: its outermost class
+        try:
+            cls = env.get_attr("__class__", indices=[0])[0]
+        except Exception:
+            return "of unknown class"
+    # the env's own class, not the subclass that this package's hooks swapped in
+    cls = next((c for c in cls.__mro__ if not c.__module__.startswith("sb3_grpo.common.")), cls)
+    return f"of class {cls.__module__}.{cls.__qualname__}"
 
 
 class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
@@ -144,7 +168,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         ``"group_zscore"``; ``"group_step_baseline"`` for long dense-reward episodes).
     :param advantage_kwargs: options of the estimator.
     :param ent_coef: entropy bonus coefficient.
-    :param max_grad_norm: gradient clipping norm.
+    :param max_grad_norm: gradient clipping norm (a number > 0).
     :param target_kl: stop the epochs early when the approximate KL to the behaviour policy exceeds
         ``1.5 * target_kl`` (``None``: never).
     :param branch_every: branching groups (``None``: off). Every ``branch_every`` steps, all members of a group are
@@ -204,6 +228,8 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     policy: ActorPolicy  # type: ignore[assignment]
     #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
     _branch_states: tuple[str, list[Any]] | None = None
+    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
+    _overshoot_warn_at: int | None = None
 
     def __init__(
         self,
@@ -250,6 +276,30 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
+        check_argument_types(
+            "GRPO",
+            dict(
+                learning_rate=(learning_rate, "schedule"),
+                n_steps=(n_steps, "int"),
+                groups_per_rollout=(groups_per_rollout, "int?"),
+                group_size=(group_size, "int"),
+                batch_size=(batch_size, "int?"),
+                n_epochs=(n_epochs, "int"),
+                gamma=(gamma, "float"),
+                clip_range=(clip_range, "schedule"),
+                clip_range_high=(clip_range_high, "schedule?"),
+                beta=(beta, "float"),
+                ref_update_interval=(ref_update_interval, "int?"),
+                loss_constant=(loss_constant, "float?"),
+                ent_coef=(ent_coef, "float"),
+                max_grad_norm=(max_grad_norm, "float"),
+                target_kl=(target_kl, "float?"),
+                branch_every=(branch_every, "int?"),
+                max_trajectory_length=(max_trajectory_length, "int"),
+                sde_sample_freq=(sde_sample_freq, "int"),
+                stats_window_size=(stats_window_size, "int"),
+            ),
+        )
         super().__init__(
             policy,  # type: ignore[arg-type]  # SB3 types on-policy policies as ActorCriticPolicy; GRPO's is actor only
             env,
@@ -353,6 +403,28 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         if self.ent_coef < 0:
             fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
+        if not (self.max_grad_norm > 0 and np.isfinite(self.max_grad_norm)):
+            fail(
+                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
+                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)."
+            )
+        low, high = self.clip_range, self.clip_range_high
+        if isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES) and high < low:
+            warnings.warn(
+                f"GRPO: clip_range_high ({high!r}) is smaller than clip_range ({low!r}): the upper clip is tighter "
+                "than the lower one. DAPO's clip-higher raises the upper clip (clip_range_high > clip_range); swap the "
+                "two values if that was meant.",
+                stacklevel=3,
+            )
+        observation_space = getattr(self, "observation_space", None)
+        if observation_space is not None and not isinstance(
+            observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
+        ):
+            raise NotImplementedError(
+                f"GRPO: {observation_space} observation space is not supported (as in SB3, the observation space must "
+                "be a Box, Discrete, MultiDiscrete, MultiBinary or Dict). Use a Dict observation space, or flatten the "
+                "observation with gymnasium.wrappers.FlattenObservation."
+            )
         if self.reward_gammas is not None:
             if len(self.reward_gammas) != len(self.reward_functions):
                 fail(
@@ -453,6 +525,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             "_stats",
             "_rollout_start",
             "_snapshots_checked",
+            "_overshoot_warn_at",
         ]
 
     # ------------------------------------------------------------------ rollouts
@@ -476,6 +549,35 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             )
         return record[2]
 
+    def _check_group_start(
+        self, env: VecEnv, starts: dict[int, tuple[int, str]], group: int, trajectory: int, digest: str, restored: bool = False
+    ) -> None:
+        """Raise :class:`NonReproducibleResetError` as soon as a member of a group starts from another observation than
+        the group's first member (``starts``: group -> (first member's trajectory, its start digest), filled here)."""
+        if not self.verify_group_starts:
+            return
+        first_trajectory, first_digest = starts.setdefault(group, (trajectory, digest))
+        if digest == first_digest:
+            return
+        name = describe_env(env)
+        where = f"(env {name}, group {group}: trajectories {first_trajectory} and {trajectory})"
+        if restored:
+            raise NonReproducibleResetError(
+                f"Members of a GRPO branching group were restored from the same state snapshot but started from "
+                f"different observations {where}: the env's state snapshotter does not restore everything the "
+                "observation depends on. Fix the snapshotter registered for this env (register_state_snapshots), "
+                "or pass verify_group_starts=False to train anyway."
+            )
+        raise NonReproducibleResetError(
+            f"Members of a GRPO group reset with the same seed but started from different observations {where}: "
+            "the env's reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
+            "Make it deterministic: in reset(), call super().reset(seed=seed) first and draw everything random from "
+            "self.np_random (not from np.random, random or a generator of its own); if reset() samples a space "
+            "(self.observation_space.sample(), self.action_space.sample()), seed that space from the reset seed too: "
+            "self.observation_space.seed(seed) when seed is not None. Or pass verify_group_starts=False to train "
+            "anyway (the members of a group then start from different states)."
+        )
+
     @staticmethod
     def _env_id(env: VecEnv) -> str:
         spec = env.get_attr("spec", indices=[0])[0]
@@ -493,7 +595,33 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         # branching groups' episodes where the previous rollout left them.
         if reset_num_timesteps:
             self._branch_states = None
-        return super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        # Warn when whole groups of whole episodes take the run past twice what was asked for, or past twice one rollout
+        # of n_steps * n_envs steps (what SB3's PPO would run for a budget smaller than one rollout).
+        requested = self._total_timesteps - self.num_timesteps
+        nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
+        self._overshoot_warn_at = self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
+        return setup
+
+    def _warn_overshoot(self, n_envs: int) -> None:
+        """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget."""
+        start = self._rollout_start["num_timesteps"] if self._rollout_start else self.num_timesteps
+        if self.groups_per_rollout is not None:
+            rule = f"groups_per_rollout={self.groups_per_rollout} groups of group_size={self.group_size} whole episodes"
+        else:
+            minimum = -(-2 * n_envs // self.group_size)
+            rule = (
+                f"groups of group_size={self.group_size} whole episodes until n_steps * n_envs = {self.n_steps} * "
+                f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
+            )
+        warnings.warn(
+            f"GRPO: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps asked for: "
+            f"this rollout alone has run {self.num_timesteps - start:,} env steps so far, because a rollout runs {rule}. "
+            "For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or fewer "
+            "envs (n_envs); or raise total_timesteps.",
+            stacklevel=2,
+        )
+        self._overshoot_warn_at = None
 
     def _begin_rollout(self) -> None:
         """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
@@ -510,6 +638,11 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             with th.no_grad():
                 self.policy.log_std.clamp_(max=bound)
             self._log_std_bound = bound
+
+    def _raw_obs(self, obs: Any) -> Any:
+        """The env's own observations (under a VecNormalize, before normalisation, which clips an inf to a number)."""
+        vec_normalize = self._vec_normalize_env
+        return vec_normalize.old_obs if vec_normalize is not None else obs
 
     def _env_step(
         self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
@@ -529,6 +662,8 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             clipped = np.clip(actions, self.action_space.low, self.action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
         self.num_timesteps += env.num_envs
+        if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
+            self._warn_overshoot(env.num_envs)
         callback.update_locals(locals())
         if not callback.on_step():
             return None
@@ -542,7 +677,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {int(episode_step[slot])} of "
                 "its episode. Fix the env (or wrap it to clip/replace such rewards)."
             )
-        check_finite_observations(new_obs, episode_step)
+        check_finite_observations(self._raw_obs(new_obs), episode_step, dones)
         record.add(obs, actions, log_prob_t.cpu().numpy(), raw_rewards, active, infos)
         return new_obs, dones, infos
 
@@ -588,10 +723,13 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             active[slot] = assignment.trajectory
             group_of[assignment.trajectory] = assignment.group
         obs = env.reset()
+        check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
         if self.use_sde:
             self.policy.reset_noise(n_envs)
+        starts: dict[int, tuple[int, str]] = {}  # group -> (its first member's trajectory, start digest)
         for slot in np.flatnonzero(active >= 0).tolist():
             digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
+            self._check_group_start(env, starts, group_of[int(active[slot])], int(active[slot]), digests[int(active[slot])])
             reserved[slot] = scheduler.next(recorded)
             if reserved[slot] is not None:
                 self._schedule(env, slot, reserved[slot])
@@ -625,6 +763,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                     active[slot] = -1
                     continue
                 digests[nxt.trajectory] = self._reset_record(base, slot, nxt.trajectory)
+                self._check_group_start(env, starts, nxt.group, nxt.trajectory, digests[nxt.trajectory])
                 if self.use_sde and self.sde_sample_freq == -1:
                     self.policy.reset_noise(n_envs, indices=[slot])
                 active[slot] = nxt.trajectory
@@ -649,7 +788,10 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         from sb3_grpo.common.group_sampling import group_seed
 
         if not getattr(self, "_snapshots_checked", False):
-            env.env_method("sb3_grpo_check_snapshots")  # a clear error, before any step, if the env has no snapshotter
+            # a clear error, before any step, if the env has no snapshotter
+            refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
+            if refusal is not None:
+                raise refusal
             self._snapshots_checked = True
         self.policy.set_training_mode(False)
         n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
@@ -691,10 +833,15 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                     active[slot] = trajectory
                     group_of[trajectory] = group
             obs = env.reset()
+            check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
             if self.use_sde:  # every segment is a new trajectory for every slot
                 self.policy.reset_noise(n_envs)
+            starts: dict[int, tuple[int, str]] = {}
             for slot in range(n_envs):
-                digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
+                trajectory = int(active[slot])
+                digests[trajectory] = self._reset_record(base, slot, trajectory)
+                restored = snapshots[slot // size] is not None
+                self._check_group_start(env, starts, group_of[trajectory], trajectory, digests[trajectory], restored)
 
             for segment_step in range(length):
                 if not (active >= 0).any():
@@ -763,21 +910,8 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         log_prob = gather(record.log_prob)
         rewards = gather(record.rewards)
 
-        # Check that every group really started from one state.
+        # (Every group started from one state: checked as each member started, see _check_group_start.)
         group_ids = np.array([group_of[int(i)] for i in ids], dtype=np.int64)
-        if self.verify_group_starts:
-            first: dict[int, tuple[int, str]] = {}
-            for trajectory, group in zip(ids, group_ids, strict=True):
-                seen = first.setdefault(int(group), (int(trajectory), digests[int(trajectory)]))
-                if seen[1] != digests[int(trajectory)]:
-                    env_id = self.env.get_attr("spec", indices=[0])[0] if self.env is not None else None
-                    raise NonReproducibleResetError(
-                        f"Members of a GRPO group reset with the same seed but started from different observations "
-                        f"(env {getattr(env_id, 'id', env_id)!r}, trajectories {seen[0]} and {int(trajectory)}): this env's "
-                        "reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
-                        "Make reset(seed) deterministic (seed every random source from self.np_random), or pass "
-                        "verify_group_starts=False to train anyway."
-                    )
 
         trajectories = []
         infos_flat = [steps_infos[i // n_envs][i % n_envs] for i in order]
