@@ -248,7 +248,7 @@ def run_cell(
         "n_updates": len(update_times),
         "rss_start_mb": start_rss,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "used_step_fraction": model.logger.name_to_value.get("rollout/used_step_fraction"),
+        "used_step_fraction": getattr(model.rollout_buffer, "stats", {}).get("rollout/used_step_fraction"),
         "hyperparams": used,
         "versions": versions(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),

@@ -20,6 +20,8 @@ MOVED_MODULES: dict[str, str] = {
     "sb3_grpo.common.kl_controllers": "sb3_grpo.adaptive_kl_ppo.kl_controllers",
     "sb3_grpo.common.rewards": "sb3_grpo.common.reward_scoring",
     "sb3_grpo.envs.rewards": "sb3_grpo.envs.arithmetic_rewards",
+    "sb3_grpo.common.env_hooks": "sb3_grpo.grpo.env_hooks",
+    "sb3_grpo.common.group_sampling": "sb3_grpo.grpo.group_sampling",
 }
 
 

@@ -323,7 +323,7 @@ def test_a_non_finite_reset_observation_is_named_as_one_before_any_step(name, no
     if normalized:
         env = VecNormalize(env)
     model = _make(name, env)
-    slot = "Env slot 1" if name == "grpo" else r"Env 1 \(its index in the VecEnv\)"
+    slot = r"Env 1 \(its index in the VecEnv\)"
     with pytest.raises(ValueError, match=rf"{slot} returned a non-finite observation \(NaN or inf\) from reset\(\), the "):
         model.learn(64)
     assert model.num_timesteps == 0
@@ -350,7 +350,7 @@ def test_a_custom_training_loop_runs_and_keeps_the_checks(name):
 
     model = _make(name, DummyVecEnv([TargetEnv, NaNObservationEnv]))
     _, callback = model._setup_learn(total_timesteps=200)
-    slot = "Env slot 1" if name == "grpo" else "Env 1"
+    slot = "Env 1"
     with pytest.raises(ValueError, match=rf"{slot} .*non-finite observation \(NaN or inf\) at step 2 of its episode"):
         model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
 

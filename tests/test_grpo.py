@@ -126,7 +126,7 @@ def test_group_members_share_their_start_and_groups_differ(n_envs):
         assert np.all(members == members[0])
     firsts = np.array([g[0] for g in groups])
     assert len(np.unique(firsts, axis=0)) == len(groups)
-    assert model.logger.name_to_value["rollout/used_step_fraction"] > 0.0
+    assert model.rollout_buffer.stats["rollout/used_step_fraction"] > 0.0
 
 
 @pytest.mark.parametrize(
@@ -148,8 +148,8 @@ def test_groups_per_rollout_as_documented(n_envs, group_size, groups_per_rollout
         device="cpu",
     )
     model.learn(1)
-    assert model.logger.name_to_value["rollout/n_groups"] == expected
-    assert model.logger.name_to_value["rollout/n_trajectories"] == expected * group_size
+    assert model.rollout_buffer.stats["rollout/n_groups"] == expected
+    assert model.rollout_buffer.stats["rollout/n_trajectories"] == expected * group_size
     assert len(first_obs_by_group(model.rollout_buffer, group_size)) == expected
 
 
@@ -192,7 +192,7 @@ def test_used_step_fraction_from_a_fresh_policy(env_id):
 
     class Record(BaseCallback):
         def _on_rollout_end(self):
-            fractions.append(model._stats["rollout/used_step_fraction"])
+            fractions.append(model.rollout_buffer.stats["rollout/used_step_fraction"])
 
         def _on_step(self):
             return True
@@ -218,13 +218,13 @@ def test_env_that_never_ends_is_refused_with_the_fix():
 
 def test_nan_observation_names_the_slot_and_step():
     model = GRPO("MlpPolicy", DummyVecEnv([TargetEnv, NaNObservationEnv]), group_size=2, n_steps=10, device="cpu")
-    with pytest.raises(ValueError, match=r"slot 1 returned a non-finite observation .* step 2"):
+    with pytest.raises(ValueError, match=r"Env 1 \(its index in the VecEnv\) returned a non-finite observation .* step 2"):
         model.learn(1)
 
 
 def test_nan_reward_names_the_slot_and_step():
     model = GRPO("MlpPolicy", DummyVecEnv([TargetEnv, NaNRewardEnv]), group_size=2, n_steps=10, device="cpu")
-    with pytest.raises(ValueError, match=r"slot 1 .* step 3"):
+    with pytest.raises(ValueError, match=r"Env 1 \(its index in the VecEnv\) returned a non-finite reward .* step 3"):
         model.learn(1)
 
 
@@ -271,7 +271,16 @@ def test_learns_on_every_action_space(kind):
 
 def test_logger_keys():
     model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=4, beta=0.04, seed=0, device="cpu")
-    model.learn(600)
+    at_rollout_end = []
+
+    class Record(BaseCallback):
+        def _on_rollout_end(self):
+            at_rollout_end.append(dict(model.logger.name_to_value))
+
+        def _on_step(self):
+            return True
+
+    model.learn(600, callback=Record())
     values = model.logger.name_to_value
     for key in (
         "train/policy_gradient_loss",
@@ -281,10 +290,12 @@ def test_logger_keys():
         "train/entropy_loss",
         "train/group_reward_std",
         "train/zero_std_group_fraction",
-        "rollout/used_step_fraction",
     ):
         assert key in values, key
     assert values["train/kl_ref"] >= 0.0
+    # a rollout's statistics are recorded as it ends, so they are dumped with that rollout (SB3's rollout/ep_rew_mean)
+    for key in ("rollout/used_step_fraction", "rollout/n_groups", "rollout/n_trajectories", "rollout/outcome_reward_mean"):
+        assert at_rollout_end[-1][key] == model.rollout_buffer.stats[key], key
 
 
 def test_beta_zero_has_no_reference_policy_and_beta_keeps_the_initial_one():
@@ -575,8 +586,7 @@ def test_training_reward_without_the_healthy_reward_reaches_the_update():
     )
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(512)
-    values = model.logger.name_to_value
-    assert values["rollout/outcome_reward_mean"] == 0.0
+    assert model.rollout_buffer.stats["rollout/outcome_reward_mean"] == 0.0
     assert len(model.ep_info_buffer) > 0 and min(ep["r"] for ep in model.ep_info_buffer) >= 1.0
     for old, new in zip(before, model.policy.parameters(), strict=True):
         th.testing.assert_close(old, new, rtol=0, atol=0)

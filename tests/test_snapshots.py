@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from stable_baselines3.common.monitor import Monitor
 
-from sb3_grpo.common.env_hooks import INFO_KEY, group_reset_class
 from sb3_grpo.common.snapshots import SnapshotError, find_snapshotter
+from sb3_grpo.grpo.env_hooks import INFO_KEY, group_reset_class
 
 ENVS = [
     "CartPole-v1",
@@ -106,7 +106,7 @@ def test_branching_groups_share_the_state_each_segment_starts_from(vec_env_cls):
             np.testing.assert_array_equal(members, np.broadcast_to(members[0], members.shape))
         # a later segment starts where one member of the previous segment of its block ended
         assert len(np.unique(groups)) >= 6
-        assert model._stats["rollout/used_step_fraction"] == 1.0
+        assert model.rollout_buffer.stats["rollout/used_step_fraction"] == 1.0
     finally:
         venv.close()
 

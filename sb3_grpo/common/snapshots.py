@@ -11,6 +11,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from sb3_grpo.common.vec_env import own_env_class
+
 __all__ = ["SnapshotError", "StateSnapshotter", "find_snapshotter", "get_episode_clock", "set_episode_clock"]
 
 
@@ -77,8 +79,7 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
         if snapshotter.supports(env):
             return name, snapshotter
     spec = getattr(env, "spec", None)
-    # the env's own class, not the subclass GRPO's reset hook swapped in (sb3_grpo.common.env_hooks)
-    cls = next((c for c in type(env.unwrapped).__mro__ if not c.__module__.startswith("sb3_grpo.common.")), object)
+    cls = own_env_class(type(env.unwrapped))  # not the subclass GRPO's reset hook swapped in
     raise SnapshotError(
         f"No state snapshotter supports the env {getattr(spec, 'id', None) or cls.__name__!r} "
         f"({cls.__module__}.{cls.__qualname__}), so GRPO cannot branch groups from its "

@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Any
 
-from sb3_grpo.common.vec_env import unwrap_vec_env
+from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, unwrap_vec_env
 
 __all__ = [
     "WorkerDiedError",
@@ -81,7 +81,11 @@ def _make_class(base: type, name: str) -> type:
             _report()
             raise
 
-    cls = type(name, (base,), {"__module__": __name__, "__qualname__": name, _FLAG: True, "step": step, "reset": reset})
+    cls = type(
+        name,
+        (base,),
+        {"__module__": __name__, "__qualname__": name, _FLAG: True, HOOK_CLASS_FLAG: True, "step": step, "reset": reset},
+    )
     return cls
 
 

@@ -14,98 +14,24 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, LinearSchedule, obs_as_tensor
+from stable_baselines3.common.utils import FloatSchedule, LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.common.advantages import AdvantageInputs, group_index, grouped_mean_std, run_estimator
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
-from sb3_grpo.common.buffers import GroupRolloutBuffer
-from sb3_grpo.common.env_hooks import INFO_KEY, base_vec_env, install_group_reset, is_group_reset_class
-from sb3_grpo.common.group_sampling import GroupScheduler
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.reward_scoring import RewardCombiner, Trajectory
-from sb3_grpo.common.rollout_checks import observation_moment
-from sb3_grpo.grpo.loss import (
-    GROUP_LOSS_SCALES,
-    IMPORTANCE_SAMPLING_LEVELS,
-    LOSS_TYPES,
-    grpo_step_loss,
-    trajectory_loss_weights,
-)
+from sb3_grpo.common.reward_scoring import RewardCombiner
+from sb3_grpo.grpo.batch import build_batch
+from sb3_grpo.grpo.branching import BRANCH_PIVOTS, BranchingCollector
+from sb3_grpo.grpo.buffers import GroupRolloutBuffer
+from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError
 from sb3_grpo.plugins import get_reward_function
 
-BRANCH_PIVOTS = ("any", "alive")
+__all__ = ["GRPO", "NonReproducibleResetError"]
+
 NUMBER_TYPES = (int, float, np.integer, np.floating)
-
-
-def check_finite_observations(obs: Any, step: Any, dones: Any = None) -> None:
-    """Raise a ValueError naming the slot (and the episode step) of the first non-finite observation.
-
-    :param step: per slot, the step of its episode just taken (0: ``obs`` comes from ``reset()``).
-    :param dones: per slot, whether the episode ended with this step (``obs`` is then the next episode's first).
-    """
-    parts = obs.items() if isinstance(obs, dict) else [(None, obs)]
-    for key, value in parts:
-        value = np.asarray(value)
-        if not np.issubdtype(value.dtype, np.floating):
-            continue
-        bad = ~np.isfinite(value.reshape(value.shape[0], -1)).all(axis=1)
-        if bad.any():
-            slot = int(np.flatnonzero(bad)[0])
-            where = "" if key is None else f" (key {key!r})"
-            moment = observation_moment(int(step[slot]), dones is not None and bool(dones[slot]))
-            raise ValueError(
-                f"Env slot {slot} returned a non-finite observation{where} (NaN or inf) {moment}. Fix the env, or find "
-                "the source with SB3's VecCheckNan wrapper."
-            )
-
-
-class _StepRecord:
-    """The per-step arrays of one rollout, time-major (one entry per VecEnv step), for :meth:`GRPO._build_batch`."""
-
-    def __init__(self) -> None:
-        self.obs: list[Any] = []
-        self.actions: list[np.ndarray] = []
-        self.log_prob: list[np.ndarray] = []
-        self.rewards: list[np.ndarray] = []
-        self.trajectory: list[np.ndarray] = []  # trajectory id running in each slot (-1: idle)
-        self.infos: list[list[dict]] = []
-        self.n_env_steps = 0
-
-    def add(
-        self, obs: Any, actions: np.ndarray, log_prob: np.ndarray, rewards: np.ndarray, active: np.ndarray, infos: Any
-    ) -> None:
-        # copies: a VecEnv may reuse its observation buffer
-        self.obs.append({k: np.copy(v) for k, v in obs.items()} if isinstance(obs, dict) else np.copy(obs))
-        self.actions.append(actions)
-        self.log_prob.append(log_prob)
-        self.rewards.append(np.asarray(rewards, dtype=np.float64).copy())
-        self.trajectory.append(active.copy())
-        self.infos.append(infos)
-        self.n_env_steps += len(active)
-
-
-class NonReproducibleResetError(RuntimeError):
-    """The env's ``reset(seed=...)`` gave different first observations for the same seed."""
-
-
-def describe_env(env: VecEnv) -> str:
-    """The env in a VecEnv, for messages: its registered id, else the class of the innermost env."""
-    try:
-        spec = env.get_attr("spec", indices=[0])[0]
-        if getattr(spec, "id", None):
-            return repr(spec.id)
-        cls = type(env.get_attr("unwrapped", indices=[0])[0])
-    except Exception:  # an env that cannot be sent over a SubprocVecEnv pipe: its outermost class
-        try:
-            cls = env.get_attr("__class__", indices=[0])[0]
-        except Exception:
-            return "of unknown class"
-    # the env's own class, not the subclass that this package's hooks swapped in
-    cls = next((c for c in cls.__mro__ if not c.__module__.startswith("sb3_grpo.common.")), cls)
-    return f"of class {cls.__module__}.{cls.__qualname__}"
 
 
 class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
@@ -228,6 +154,8 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     policy: ActorPolicy  # type: ignore[assignment]
     #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
     _branch_states: tuple[str, list[Any]] | None = None
+    #: The VecEnv whose slots carry the group-reset hook (see :mod:`sb3_grpo.grpo.rollout`).
+    _hooked_env: VecEnv | None = None
     #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
     _overshoot_warn_at: int | None = None
 
@@ -500,7 +428,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             self._group_counter = 0
             self._np_rng = np.random.default_rng(np.random.SeedSequence([self._seed_root, 1]))
         self._rollout_start: dict[str, Any] | None = None
-        self._stats: dict[str, float] = {}
 
     @staticmethod
     def _frozen_copy(policy: ActorPolicy) -> ActorPolicy:
@@ -522,66 +449,12 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             *super()._excluded_save_params(),
             "ref_policy",
             "_hooked_env",
-            "_stats",
             "_rollout_start",
             "_snapshots_checked",
             "_overshoot_warn_at",
         ]
 
     # ------------------------------------------------------------------ rollouts
-
-    def _install_hooks(self, env: VecEnv) -> None:
-        if getattr(self, "_hooked_env", None) is env and all(is_group_reset_class(c) for c in env.get_attr("__class__")):
-            return
-        install_group_reset(env)
-        self._hooked_env = env
-
-    def _schedule(self, env: VecEnv, slot: int, assignment: Any) -> None:
-        env.env_method("sb3_grpo_schedule_reset", assignment.seed, assignment.trajectory, indices=[slot])
-
-    def _reset_record(self, base: VecEnv, slot: int, expected: int) -> str:
-        record = base.reset_infos[slot].get(INFO_KEY) if base.reset_infos[slot] else None
-        if record is None or record[0] != expected:
-            raise RuntimeError(
-                f"GRPO scheduled trajectory {expected} in env slot {slot}, but the slot's reset info reports "
-                f"{record!r}. Something between the VecEnv and the env (a custom VecEnv or a wrapper that resets on its "
-                "own) bypassed the seeded reset; use DummyVecEnv or SubprocVecEnv with standard wrappers."
-            )
-        return record[2]
-
-    def _check_group_start(
-        self, env: VecEnv, starts: dict[int, tuple[int, str]], group: int, trajectory: int, digest: str, restored: bool = False
-    ) -> None:
-        """Raise :class:`NonReproducibleResetError` as soon as a member of a group starts from another observation than
-        the group's first member (``starts``: group -> (first member's trajectory, its start digest), filled here)."""
-        if not self.verify_group_starts:
-            return
-        first_trajectory, first_digest = starts.setdefault(group, (trajectory, digest))
-        if digest == first_digest:
-            return
-        name = describe_env(env)
-        where = f"(env {name}, group {group}: trajectories {first_trajectory} and {trajectory})"
-        if restored:
-            raise NonReproducibleResetError(
-                f"Members of a GRPO branching group were restored from the same state snapshot but started from "
-                f"different observations {where}: the env's state snapshotter does not restore everything the "
-                "observation depends on. Fix the snapshotter registered for this env (register_state_snapshots), "
-                "or pass verify_group_starts=False to train anyway."
-            )
-        raise NonReproducibleResetError(
-            f"Members of a GRPO group reset with the same seed but started from different observations {where}: "
-            "the env's reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
-            "Make it deterministic: in reset(), call super().reset(seed=seed) first and draw everything random from "
-            "self.np_random (not from np.random, random or a generator of its own); if reset() samples a space "
-            "(self.observation_space.sample(), self.action_space.sample()), seed that space from the reset seed too: "
-            "self.observation_space.seed(seed) when seed is not None. Or pass verify_group_starts=False to train "
-            "anyway (the members of a group then start from different states)."
-        )
-
-    @staticmethod
-    def _env_id(env: VecEnv) -> str:
-        spec = env.get_attr("spec", indices=[0])[0]
-        return str(getattr(spec, "id", None) or env.get_attr("unwrapped", indices=[0])[0].__class__.__qualname__)
 
     def _setup_learn(
         self,
@@ -639,340 +512,49 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 self.policy.log_std.clamp_(max=bound)
             self._log_std_bound = bound
 
-    def _raw_obs(self, obs: Any) -> Any:
-        """The env's own observations (under a VecNormalize, before normalisation, which clips an inf to a number)."""
-        vec_normalize = self._vec_normalize_env
-        return vec_normalize.old_obs if vec_normalize is not None else obs
-
-    def _env_step(
-        self, env: VecEnv, obs: Any, callback: BaseCallback, record: _StepRecord, active: np.ndarray, episode_step: np.ndarray
-    ) -> tuple[Any, np.ndarray, Any] | None:
-        """Act in every slot, step the VecEnv and record the step (``None`` if a callback asked to stop).
-
-        :param episode_step: the step index each slot reaches with this step (for error messages).
-        :return: ``(new_obs, dones, infos)``.
-        """
-        if self.use_sde and self.sde_sample_freq > 0 and record.n_env_steps // env.num_envs % self.sde_sample_freq == 0:
-            self.policy.reset_noise(env.num_envs)
-        with th.no_grad():
-            actions_t, log_prob_t = self.policy(obs_as_tensor(obs, self.device))  # type: ignore[arg-type]
-        actions = actions_t.cpu().numpy()
-        clipped = actions
-        if isinstance(self.action_space, spaces.Box):
-            clipped = np.clip(actions, self.action_space.low, self.action_space.high)
-        new_obs, rewards, dones, infos = env.step(clipped)
-        self.num_timesteps += env.num_envs
-        if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
-            self._warn_overshoot(env.num_envs)
-        callback.update_locals(locals())
-        if not callback.on_step():
-            return None
-        self._update_info_buffer(infos, dones)
-        vec_normalize = self._vec_normalize_env
-        raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
-        running = active >= 0
-        if not np.all(np.isfinite(raw_rewards[running])):
-            slot = int(np.flatnonzero(running & ~np.isfinite(raw_rewards))[0])
-            raise ValueError(
-                f"Env slot {slot} returned a non-finite reward ({raw_rewards[slot]!r}) at step {int(episode_step[slot])} of "
-                "its episode. Fix the env (or wrap it to clip/replace such rewards)."
-            )
-        check_finite_observations(self._raw_obs(new_obs), episode_step, dones)
-        record.add(obs, actions, log_prob_t.cpu().numpy(), raw_rewards, active, infos)
-        return new_obs, dones, infos
-
     def collect_rollouts(  # type: ignore[override]
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
     ) -> bool:
-        """Run whole groups of trajectories and build the training batch (see :mod:`sb3_grpo.common.group_sampling`).
+        """Run whole groups of trajectories (:mod:`sb3_grpo.grpo.rollout`, :mod:`sb3_grpo.grpo.branching`) and build
+        the training batch from them (:mod:`sb3_grpo.grpo.batch`).
 
         :return: ``False`` if a callback asked to stop training (the partial rollout is then discarded).
         """
         assert self._last_obs is not None, "No previous observation was provided"
-        self._install_hooks(env)
-        if self.branch_every is not None:
-            return self._collect_branching(env, callback, rollout_buffer, n_rollout_steps)
+        collector = (GroupRolloutCollector if self.branch_every is None else BranchingCollector)(self, env)
         self.policy.set_training_mode(False)
-        n_envs = env.num_envs
-        base = base_vec_env(env)
-
         self._begin_rollout()
-        scheduler = GroupScheduler(
-            self.group_size,
-            self._seed_root,
-            self._group_counter,
-            target_steps=None if self.groups_per_rollout else n_rollout_steps * n_envs,
-            max_groups=self.groups_per_rollout,
-        )
         callback.on_rollout_start()
-
-        active = np.full(n_envs, -1, dtype=np.int64)  # trajectory running in each slot (-1: idle)
-        reserved: list[Any] = [None] * n_envs  # the trajectory each slot starts next
-        lengths = np.zeros(n_envs, dtype=np.int64)
-        group_of: dict[int, int] = {}
-        digests: dict[int, str] = {}
-        ends: dict[int, tuple[bool, bool]] = {}
-        recorded = 0
-
-        for slot in range(n_envs):
-            assignment = scheduler.next(recorded)
-            if assignment is None:
-                env.env_method("sb3_grpo_schedule_reset", None, -1, indices=[slot])
-                continue
-            self._schedule(env, slot, assignment)
-            active[slot] = assignment.trajectory
-            group_of[assignment.trajectory] = assignment.group
-        obs = env.reset()
-        check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
-        if self.use_sde:
-            self.policy.reset_noise(n_envs)
-        starts: dict[int, tuple[int, str]] = {}  # group -> (its first member's trajectory, start digest)
-        for slot in np.flatnonzero(active >= 0).tolist():
-            digests[int(active[slot])] = self._reset_record(base, slot, int(active[slot]))
-            self._check_group_start(env, starts, group_of[int(active[slot])], int(active[slot]), digests[int(active[slot])])
-            reserved[slot] = scheduler.next(recorded)
-            if reserved[slot] is not None:
-                self._schedule(env, slot, reserved[slot])
-
-        record = _StepRecord()
-        while (active >= 0).any():
-            running = active >= 0
-            stepped = self._env_step(env, obs, callback, record, active, lengths + 1)
-            if stepped is None:
-                return False
-            new_obs, dones, infos = stepped
-            recorded += int(running.sum())
-            lengths[running] += 1
-            too_long = running & (lengths > self.max_trajectory_length)
-            if too_long.any():
-                raise RuntimeError(
-                    f"A trajectory in env slot {int(np.flatnonzero(too_long)[0])} ran for more than "
-                    f"max_trajectory_length={self.max_trajectory_length} steps without ending. GRPO scores whole "
-                    "episodes, so every episode must end: wrap the env in gymnasium.wrappers.TimeLimit (or register it "
-                    "with max_episode_steps), or raise max_trajectory_length if such long episodes are intended."
-                )
-
-            for slot in np.flatnonzero(dones & running).tolist():
-                trajectory = int(active[slot])
-                truncated = bool(infos[slot].get("TimeLimit.truncated", False))
-                ends[trajectory] = (not truncated, truncated)
-                lengths[slot] = 0
-                nxt = reserved[slot]
-                reserved[slot] = None
-                if nxt is None:
-                    active[slot] = -1
-                    continue
-                digests[nxt.trajectory] = self._reset_record(base, slot, nxt.trajectory)
-                self._check_group_start(env, starts, nxt.group, nxt.trajectory, digests[nxt.trajectory])
-                if self.use_sde and self.sde_sample_freq == -1:
-                    self.policy.reset_noise(n_envs, indices=[slot])
-                active[slot] = nxt.trajectory
-                group_of[nxt.trajectory] = nxt.group
-                reserved[slot] = scheduler.next(recorded)
-                if reserved[slot] is not None:
-                    self._schedule(env, slot, reserved[slot])
-            obs = new_obs
-
-        self._last_obs = obs  # type: ignore[assignment]
-        self._group_counter += scheduler.n_groups
-        self._build_batch(rollout_buffer, record, ends, group_of, digests, scheduler.n_groups)
+        rollout = collector.collect(callback, n_rollout_steps)
+        if rollout is None:
+            return False
+        self._group_counter += rollout.new_groups
+        if rollout.branch_states is not None:
+            self._branch_states = rollout.branch_states
+        loss_constant = self.loss_constant
+        if self.loss_type == "dr_grpo" and loss_constant is None:  # the env's time limit, if it has one
+            loss_constant = getattr(env.get_attr("spec", indices=[0])[0], "max_episode_steps", None) or None
+        self.loss_constant = build_batch(
+            rollout,
+            rollout_buffer,
+            reward_combiner=self._reward_combiner,
+            estimator=self._estimator,
+            gamma=self.gamma,
+            group_size=self.group_size,
+            reward_gammas=self.reward_gammas,
+            mask_truncated=self.mask_truncated,
+            loss_type=self.loss_type,
+            loss_constant=None if loss_constant is None else float(loss_constant),
+            group_loss_scale=self.group_loss_scale,
+        )
+        for key, value in rollout_buffer.stats.items():
+            if key.startswith("rollout/"):
+                self.logger.record(key, value)
+        self._last_obs = rollout.last_obs
         callback.update_locals(locals())
         callback.on_rollout_end()
         self._rollout_start = None
         return True
-
-    def _collect_branching(
-        self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
-    ) -> bool:
-        """Rollout with branching groups: blocks of G slots run one group each in lockstep, segment by segment."""
-        from sb3_grpo.common.group_sampling import group_seed
-
-        if not getattr(self, "_snapshots_checked", False):
-            # a clear error, before any step, if the env has no snapshotter
-            refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
-            if refusal is not None:
-                raise refusal
-            self._snapshots_checked = True
-        self.policy.set_training_mode(False)
-        n_envs, size, length = env.num_envs, self.group_size, int(self.branch_every)  # type: ignore[arg-type]
-        n_blocks = n_envs // size
-        base = base_vec_env(env)
-        self._begin_rollout()
-        callback.on_rollout_start()
-
-        target = n_rollout_steps * n_envs
-        # State to branch from, per block (None: start a new group). Episodes go on across rollouts: a rollout starts
-        # from the states the previous one ended its last segment with (on the same env, with the same blocks).
-        env_id = self._env_id(env)
-        carried = self._branch_states
-        snapshots: list[Any] = [None] * n_blocks
-        if self.branch_carry_over and carried is not None and carried[0] == env_id and len(carried[1]) == n_blocks:
-            snapshots = list(carried[1])
-        group_of: dict[int, int] = {}
-        digests: dict[int, str] = {}
-        ends: dict[int, tuple[bool, bool]] = {}
-        record = _StepRecord()
-        recorded = segment_groups = new_groups = 0
-
-        while recorded < target and (self.groups_per_rollout is None or segment_groups < self.groups_per_rollout):
-            active = np.full(n_envs, -1, dtype=np.int64)
-            pivots = self._np_rng.integers(size, size=n_blocks)
-            for block in range(n_blocks):
-                group = segment_groups
-                segment_groups += 1
-                seed = None
-                if snapshots[block] is None:
-                    seed = group_seed(self._seed_root, self._group_counter + new_groups)
-                    new_groups += 1
-                for member in range(size):
-                    slot, trajectory = block * size + member, group * size + member
-                    if seed is None:
-                        env.env_method("sb3_grpo_schedule_restore", snapshots[block], trajectory, indices=[slot])
-                    else:
-                        env.env_method("sb3_grpo_schedule_reset", seed, trajectory, indices=[slot])
-                    active[slot] = trajectory
-                    group_of[trajectory] = group
-            obs = env.reset()
-            check_finite_observations(self._raw_obs(obs), np.zeros(n_envs, dtype=np.int64))
-            if self.use_sde:  # every segment is a new trajectory for every slot
-                self.policy.reset_noise(n_envs)
-            starts: dict[int, tuple[int, str]] = {}
-            for slot in range(n_envs):
-                trajectory = int(active[slot])
-                digests[trajectory] = self._reset_record(base, slot, trajectory)
-                restored = snapshots[slot // size] is not None
-                self._check_group_start(env, starts, group_of[trajectory], trajectory, digests[trajectory], restored)
-
-            for segment_step in range(length):
-                if not (active >= 0).any():
-                    break
-                running = active >= 0
-                stepped = self._env_step(env, obs, callback, record, active, np.full(n_envs, segment_step + 1))
-                if stepped is None:
-                    return False
-                new_obs, dones, infos = stepped
-                recorded += int(running.sum())
-                for slot in np.flatnonzero(dones & running).tolist():
-                    truncated = bool(infos[slot].get("TimeLimit.truncated", False))
-                    ends[int(active[slot])] = (not truncated, truncated)
-                    active[slot] = -1
-                obs = new_obs
-
-            # Segment boundary: branch from each block's pivot, or start a new group where the pivot's episode ended.
-            for block in range(n_blocks):
-                pivot = block * size + int(pivots[block])
-                alive = active[pivot] >= 0
-                if not alive and self.branch_pivot == "alive":
-                    survivors = block * size + np.flatnonzero(active[block * size : (block + 1) * size] >= 0)
-                    if len(survivors):
-                        pivot, alive = int(self._np_rng.choice(survivors)), True
-                snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
-            for slot in np.flatnonzero(active >= 0).tolist():
-                ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
-
-        self._group_counter += new_groups
-        self._branch_states = (env_id, list(snapshots))
-        self._build_batch(rollout_buffer, record, ends, group_of, digests, segment_groups)
-        self._last_obs = obs  # type: ignore[assignment]
-        callback.update_locals(locals())
-        callback.on_rollout_end()
-        self._rollout_start = None
-        return True
-
-    def _build_batch(
-        self,
-        buffer: GroupRolloutBuffer,
-        record: _StepRecord,
-        ends: dict[int, tuple[bool, bool]],
-        group_of: dict[int, int],
-        digests: dict[int, str],
-        n_groups: int,
-    ) -> None:
-        """Sort the recorded steps into whole trajectories, score them, compute advantages and fill the buffer."""
-        steps_obs, steps_infos = record.obs, record.infos
-        n_envs = record.trajectory[0].shape[0]
-        n_env_steps = record.n_env_steps
-        traj = np.stack(record.trajectory).reshape(-1)  # time-major (t, slot)
-        used = np.flatnonzero(traj >= 0)
-        order = used[np.argsort(traj[used], kind="stable")]  # trajectory by trajectory, steps in time order
-        traj_sorted = traj[order]
-        ids, starts, counts = np.unique(traj_sorted, return_index=True, return_counts=True)
-
-        def gather(steps: list[np.ndarray]) -> np.ndarray:
-            stacked = np.stack(steps)
-            return stacked.reshape(-1, *stacked.shape[2:])[order]
-
-        if isinstance(steps_obs[0], dict):
-            observations: Any = {key: gather([o[key] for o in steps_obs]) for key in steps_obs[0]}
-        else:
-            observations = gather(steps_obs)
-        actions = gather(record.actions)
-        log_prob = gather(record.log_prob)
-        rewards = gather(record.rewards)
-
-        # (Every group started from one state: checked as each member started, see _check_group_start.)
-        group_ids = np.array([group_of[int(i)] for i in ids], dtype=np.int64)
-
-        trajectories = []
-        infos_flat = [steps_infos[i // n_envs][i % n_envs] for i in order]
-        for index, (trajectory, start, count) in enumerate(zip(ids, starts, counts, strict=True)):
-            sl = slice(start, start + count)
-            obs_i = {k: v[sl] for k, v in observations.items()} if isinstance(observations, dict) else observations[sl]
-            terminated, truncated = ends[int(trajectory)]
-            trajectories.append(
-                Trajectory(
-                    observations=obs_i,
-                    actions=actions[sl],
-                    rewards=rewards[sl],
-                    infos=infos_flat[sl],
-                    terminated=terminated,
-                    truncated=truncated,
-                    gamma=self.gamma,
-                    group_id=int(group_ids[index]),
-                    member=int(trajectory) % self.group_size,
-                    index=index,
-                )
-            )
-        outcomes, step_rewards, _, streams = self._reward_combiner.score(trajectories)
-        terminated_flags = np.array([t.terminated for t in trajectories])
-        inputs = AdvantageInputs.from_trajectories(
-            step_rewards,
-            self.gamma,
-            outcome_rewards=outcomes,
-            group_ids=group_ids,
-            terminated=terminated_flags,
-            reward_streams=None if self.reward_gammas is None else list(zip(streams, self.reward_gammas, strict=True)),
-        )
-        outputs = run_estimator(self._estimator, inputs)
-        advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
-
-        # Per-step loss weights (see GroupRolloutBuffer).
-        keep = np.array([not (self.mask_truncated and t.truncated) for t in trajectories])
-        lengths = counts.astype(np.float64)
-        if self.loss_type == "dr_grpo" and self.loss_constant is None:
-            spec = self.env.get_attr("spec", indices=[0])[0] if self.env is not None else None
-            limit = getattr(spec, "max_episode_steps", None)
-            self.loss_constant = float(limit) if limit else float(lengths.max())
-        per_trajectory = trajectory_loss_weights(
-            lengths, keep, self.loss_type, self.group_size, self.group_loss_scale, self.loss_constant
-        )
-        if not keep.any():
-            warnings.warn("mask_truncated=True dropped every trajectory of this rollout: no update.", stacklevel=2)
-        weights = np.repeat(per_trajectory, counts)
-        buffer.fill(observations, actions, log_prob, advantages, weights, np.repeat(np.arange(len(ids)), counts))
-        buffer.group_ids = group_ids  # per trajectory, for inspection
-
-        inverse, n_group, _ = group_index(group_ids)
-        _, std, spread = grouped_mean_std(outcomes, inverse, n_group)
-        self._stats = {
-            "rollout/used_step_fraction": len(order) / max(n_env_steps, 1),
-            "rollout/n_groups": n_groups,
-            "rollout/n_trajectories": len(ids),
-            "rollout/trajectory_len_mean": float(lengths.mean()),
-            "rollout/outcome_reward_mean": float(np.mean(outcomes)),
-            "train/group_reward_std": float(np.mean(std)),
-            "train/zero_std_group_fraction": float(np.mean(spread == 0.0)),
-        }
 
     # ------------------------------------------------------------------ update
 
@@ -984,8 +566,9 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         eps_low = self.clip_range(progress)  # type: ignore[operator]
         eps_high = self.clip_range_high(progress) if self.clip_range_high is not None else eps_low  # type: ignore[operator]
         buffer: GroupRolloutBuffer = self.rollout_buffer  # type: ignore[assignment]
-        for key, value in self._stats.items():
-            self.logger.record(key, value)
+        for key, value in buffer.stats.items():
+            if key.startswith("train/"):
+                self.logger.record(key, value)
         if buffer.size == 0 or not np.any(buffer.weights > 0):
             self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
             return
@@ -993,8 +576,10 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         if self.ref_policy is not None:
             with th.no_grad():
                 ref_log_prob = []
-                for obs_t, actions_t in self._ref_batches(buffer):
-                    ref_log_prob.append(self.ref_policy.evaluate_actions(obs_t, actions_t)[0].cpu().numpy())
+                for samples in buffer.in_order(4096):
+                    ref_log_prob.append(
+                        self.ref_policy.evaluate_actions(samples.observations, samples.actions)[0].cpu().numpy()
+                    )
             buffer.ref_log_prob = np.concatenate(ref_log_prob).astype(np.float32)
 
         by_trajectory = self.importance_sampling_level == "trajectory"
@@ -1061,14 +646,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         if self.log_std_max is not None:
             self.logger.record("train/log_std_max", getattr(self, "_log_std_bound", float("nan")))
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-
-    def _ref_batches(self, buffer: GroupRolloutBuffer, chunk: int = 4096) -> Any:
-        for start in range(0, buffer.size, chunk):
-            idx = np.arange(start, min(start + chunk, buffer.size))
-            samples = buffer._samples(idx)
-            yield samples.observations, samples.actions
-
-    # ------------------------------------------------------------------ save / learn
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """Save the model (see SB3's ``save``). A save made during a rollout (e.g. by ``CheckpointCallback``) stores

@@ -25,11 +25,12 @@ import importlib
 from typing import Any
 
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, unwrap_vec_env
 
 __all__ = [
     "INFO_KEY",
-    "base_vec_env",
     "group_reset_class",
     "install_group_reset",
     "is_group_reset_class",
@@ -138,7 +139,8 @@ def _resolve(path: str) -> type:
 
 
 def group_reset_class(base: type) -> type:
-    """The subclass of ``base`` with :class:`GroupResetMixin` (created once, picklable by reference)."""
+    """The subclass of ``base`` whose ``reset`` honours a scheduled seed or snapshot (created once, picklable by
+    reference)."""
     if is_group_reset_class(base):
         return base
     if "<locals>" in base.__qualname__:
@@ -150,7 +152,8 @@ def group_reset_class(base: type) -> type:
     cls = _classes.get(name)
     if cls is None:
         # A plain subclass (no mixin base, no __slots__) keeps the env's object layout, so __class__ can be swapped.
-        cls = type(name, (base,), {"__module__": __name__, "__qualname__": name, "_sb3_grpo_group_reset": True})
+        namespace = {"__module__": __name__, "__qualname__": name, "_sb3_grpo_group_reset": True, HOOK_CLASS_FLAG: True}
+        cls = type(name, (base,), namespace)
         cls.sb3_grpo_schedule_reset = _schedule_reset  # type: ignore[attr-defined]
         cls.sb3_grpo_schedule_restore = _schedule_restore  # type: ignore[attr-defined]
         cls.sb3_grpo_snapshot = _snapshot  # type: ignore[attr-defined]
@@ -169,13 +172,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def base_vec_env(venv: VecEnv) -> VecEnv:
-    """The innermost VecEnv below any ``VecEnvWrapper`` (the one that owns the slots and ``reset_infos``)."""
-    while isinstance(venv, VecEnvWrapper):
-        venv = venv.venv
-    return venv
-
-
 def install_group_reset(venv: VecEnv) -> None:
     """Give every slot of ``venv`` the scheduled-reset hook (idempotent).
 
@@ -185,7 +181,7 @@ def install_group_reset(venv: VecEnv) -> None:
         classes = venv.get_attr("__class__")
     except Exception as exc:  # pragma: no cover - exotic VecEnvs
         raise TypeError(
-            f"GRPO needs to reset each slot of the VecEnv with a group's seed, but {type(base_vec_env(venv)).__name__} "
+            f"GRPO needs to reset each slot of the VecEnv with a group's seed, but {type(unwrap_vec_env(venv)).__name__} "
             f"does not expose its envs through get_attr/set_attr ({exc!r}). Use DummyVecEnv or SubprocVecEnv."
         ) from exc
     for index, cls in enumerate(classes):

@@ -1,0 +1,116 @@
+"""
+GRPO's branching groups (``branch_every``): :class:`BranchingCollector`.
+
+The VecEnv's slots form blocks of ``group_size``; each block runs one group in lockstep, segment by segment. Every
+``branch_every`` steps, all members of a block are set to the state one member (the pivot, drawn before the segment)
+reached, through a state snapshot (see the ``register_state_snapshots`` hook), and the next segment is a fresh group
+comparison; where the pivot's episode ended, the block starts a new group from a seeded reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_grpo.grpo.group_sampling import group_seed
+from sb3_grpo.grpo.rollout import GroupRolloutCollector, Rollout, StepRecord
+
+__all__ = ["BRANCH_PIVOTS", "BranchingCollector", "env_id"]
+
+#: The values ``branch_pivot`` accepts.
+BRANCH_PIVOTS = ("any", "alive")
+
+
+def env_id(env: VecEnv) -> str:
+    """The env's registered id (else its class name): branching states carry over only to the same env."""
+    spec = env.get_attr("spec", indices=[0])[0]
+    return str(getattr(spec, "id", None) or env.get_attr("unwrapped", indices=[0])[0].__class__.__qualname__)
+
+
+class BranchingCollector(GroupRolloutCollector):
+    """Runs branching groups (see the module docstring); a rollout ends at a segment boundary once
+    ``n_steps * n_envs`` steps are recorded (or ``groups_per_rollout`` segment groups ran)."""
+
+    def __init__(self, model: Any, env: VecEnv):
+        super().__init__(model, env)
+        if not getattr(model, "_snapshots_checked", False):
+            # a clear error, before any step, if the env has no snapshotter (returned by the workers, not raised there)
+            refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
+            if refusal is not None:
+                raise refusal
+            model._snapshots_checked = True
+
+    def collect(self, callback: BaseCallback, n_rollout_steps: int) -> Rollout | None:
+        model, env, n_envs = self.model, self.env, self.n_envs
+        assert model.branch_every is not None
+        size, length = model.group_size, int(model.branch_every)
+        n_blocks = n_envs // size
+        target = n_rollout_steps * n_envs
+        # State to branch from, per block (None: start a new group). Episodes go on across rollouts: a rollout starts
+        # from the states the previous one ended its last segment with (on the same env, with the same blocks).
+        name = env_id(env)
+        carried = model._branch_states
+        snapshots: list[Any] = [None] * n_blocks
+        if model.branch_carry_over and carried is not None and carried[0] == name and len(carried[1]) == n_blocks:
+            snapshots = list(carried[1])
+        group_of: dict[int, int] = {}
+        ends: dict[int, tuple[bool, bool]] = {}
+        record = StepRecord()
+        recorded = segment_groups = new_groups = 0
+
+        while recorded < target and (model.groups_per_rollout is None or segment_groups < model.groups_per_rollout):
+            active = np.full(n_envs, -1, dtype=np.int64)
+            pivots = model._np_rng.integers(size, size=n_blocks)
+            for block in range(n_blocks):
+                group = segment_groups
+                segment_groups += 1
+                seed = None
+                if snapshots[block] is None:
+                    seed = group_seed(model._seed_root, model._group_counter + new_groups)
+                    new_groups += 1
+                for member in range(size):
+                    slot, trajectory = block * size + member, group * size + member
+                    if seed is None:
+                        env.env_method("sb3_grpo_schedule_restore", snapshots[block], trajectory, indices=[slot])
+                    else:
+                        self.schedule(slot, seed, trajectory)
+                    active[slot] = trajectory
+                    group_of[trajectory] = group
+            obs = self.reset()
+            starts: dict[int, tuple[int, str]] = {}
+            for slot in range(n_envs):
+                trajectory = int(active[slot])
+                restored = snapshots[slot // size] is not None
+                self.check_group_start(starts, group_of[trajectory], trajectory, self.reset_digest(slot, trajectory), restored)
+
+            for segment_step in range(length):
+                if not (active >= 0).any():
+                    break
+                running = active >= 0
+                stepped = self.step(obs, callback, record, active, np.full(n_envs, segment_step + 1))
+                if stepped is None:
+                    return None
+                new_obs, dones, infos = stepped
+                recorded += int(running.sum())
+                for slot in np.flatnonzero(dones & running).tolist():
+                    truncated = bool(infos[slot].get("TimeLimit.truncated", False))
+                    ends[int(active[slot])] = (not truncated, truncated)
+                    active[slot] = -1
+                obs = new_obs
+
+            # Segment boundary: branch from each block's pivot, or start a new group where the pivot's episode ended.
+            for block in range(n_blocks):
+                pivot = block * size + int(pivots[block])
+                alive = active[pivot] >= 0
+                if not alive and model.branch_pivot == "alive":
+                    survivors = block * size + np.flatnonzero(active[block * size : (block + 1) * size] >= 0)
+                    if len(survivors):
+                        pivot, alive = int(model._np_rng.choice(survivors)), True
+                snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
+            for slot in np.flatnonzero(active >= 0).tolist():
+                ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit
+
+        return Rollout(record, ends, group_of, segment_groups, new_groups, obs, branch_states=(name, list(snapshots)))

@@ -1,0 +1,157 @@
+"""GRPO's training batch: whole trajectories, flat per step in trajectory order, with per-step loss weights."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+
+__all__ = ["GroupRolloutBuffer", "GroupRolloutBufferSamples"]
+
+
+class GroupRolloutBufferSamples(NamedTuple):
+    """One minibatch of GRPO data (torch tensors on the model's device).
+
+    :param observations: ``(m, *obs_shape)`` (a dict of tensors for Dict spaces).
+    :param actions: ``(m, action_dim)``, or ``(m,)`` longs for Discrete spaces.
+    :param old_log_prob: ``(m,)`` log-probabilities under the behaviour policy.
+    :param ref_log_prob: ``(m,)`` log-probabilities under the reference policy (zeros when beta = 0).
+    :param advantages: ``(m,)``.
+    :param weights: ``(m,)`` loss weights (see :class:`GroupRolloutBuffer`), already multiplied by ``N / m``.
+    :param trajectory: ``(m,)`` minibatch-local index of each step's trajectory, ``0..n_traj-1``.
+    :param n_trajectories: number of distinct trajectories in the minibatch.
+    """
+
+    observations: Any
+    actions: th.Tensor
+    old_log_prob: th.Tensor
+    ref_log_prob: th.Tensor
+    advantages: th.Tensor
+    weights: th.Tensor
+    trajectory: th.Tensor
+    n_trajectories: int
+
+
+class GroupRolloutBuffer:
+    """
+    The training batch of one GRPO rollout: whole trajectories, stored flat per step in trajectory order.
+
+    Each step carries a loss weight ``w`` such that the full-batch loss is ``sum_n w_n * loss_n``
+    (``loss_type="bnpo"``: ``1/N``; ``"grpo"``: ``1/(M * L_i)``; ``"dr_grpo"``: ``1/(M * C)``, with ``N`` steps,
+    ``M`` trajectories, ``L_i`` the length of the step's trajectory and ``C`` a constant). A minibatch of ``m``
+    steps then estimates that loss without bias as ``(N/m) * sum_{n in minibatch} w_n * loss_n``.
+
+    :param observation_space: observation space.
+    :param action_space: action space.
+    :param device: torch device of the minibatches.
+    """
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, device: th.device | str = "cpu"):
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = th.device(device)
+        self.reset()
+
+    def reset(self) -> None:
+        self.observations: Any = None
+        self.actions = np.zeros((0, 1), dtype=np.float32)
+        self.old_log_prob = np.zeros(0, dtype=np.float32)
+        self.ref_log_prob = np.zeros(0, dtype=np.float32)
+        self.advantages = np.zeros(0, dtype=np.float32)
+        self.weights = np.zeros(0, dtype=np.float64)
+        self.trajectory = np.zeros(0, dtype=np.int64)
+        self.n_trajectories = 0
+        self.group_ids = np.zeros(0, dtype=np.int64)  # per trajectory (set by the algorithm)
+        #: the batch's statistics (see :func:`sb3_grpo.grpo.batch.build_batch`)
+        self.stats: dict[str, float] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self.advantages)
+
+    def fill(
+        self,
+        observations: Any,
+        actions: np.ndarray,
+        old_log_prob: np.ndarray,
+        advantages: np.ndarray,
+        weights: np.ndarray,
+        trajectory: np.ndarray,
+    ) -> None:
+        """Store a batch (all arrays flat per step, in trajectory order)."""
+        self.observations = observations
+        self.actions = actions
+        self.old_log_prob = np.asarray(old_log_prob, dtype=np.float32)
+        self.advantages = np.asarray(advantages, dtype=np.float32)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        self.trajectory = np.asarray(trajectory, dtype=np.int64)
+        self.ref_log_prob = np.zeros_like(self.old_log_prob)
+        self.n_trajectories = int(self.trajectory.max()) + 1 if len(self.trajectory) else 0
+        self._offsets = np.r_[0, np.cumsum(np.bincount(self.trajectory, minlength=self.n_trajectories))]
+
+    def in_order(self, chunk: int) -> Generator[GroupRolloutBufferSamples, None, None]:
+        """The whole batch in its order, ``chunk`` steps at a time (for one-off forward passes such as the reference
+        policy's log-probabilities)."""
+        for start in range(0, self.size, chunk):
+            yield self._samples(np.arange(start, min(start + chunk, self.size)))
+
+    def _to_torch_obs(self, idx: np.ndarray) -> Any:
+        if isinstance(self.observations, dict):
+            return {k: th.as_tensor(v[idx], device=self.device) for k, v in self.observations.items()}
+        return th.as_tensor(self.observations[idx], device=self.device)
+
+    def get(
+        self, batch_size: int | None, rng: np.random.Generator, by_trajectory: bool = False
+    ) -> Generator[GroupRolloutBufferSamples, None, None]:
+        """Yield shuffled minibatches covering the batch once.
+
+        :param batch_size: steps per minibatch (``None``: the whole batch).
+        :param rng: the random generator used to shuffle (the model's, for reproducibility).
+        :param by_trajectory: keep every trajectory whole inside one minibatch (needed for trajectory-level
+            importance ratios): trajectories are shuffled and packed until a minibatch holds ``batch_size`` steps.
+        """
+        n = self.size
+        batch_size = n if batch_size is None else batch_size
+        if by_trajectory:
+            order = rng.permutation(self.n_trajectories)
+            chunk: list[np.ndarray] = []
+            count = 0
+            for traj in order:
+                steps = np.arange(self._offsets[traj], self._offsets[traj + 1])
+                chunk.append(steps)
+                count += len(steps)
+                if count >= batch_size:
+                    yield self._samples(np.concatenate(chunk))
+                    chunk, count = [], 0
+            if chunk:
+                yield self._samples(np.concatenate(chunk))
+        else:
+            indices = rng.permutation(n)
+            for start in range(0, n, batch_size):
+                yield self._samples(indices[start : start + batch_size])
+
+    def _samples(self, idx: np.ndarray) -> GroupRolloutBufferSamples:
+        trajectories, local = np.unique(self.trajectory[idx], return_inverse=True)
+        scale = self.size / len(idx)
+        actions = self.actions[idx]
+        if isinstance(self.action_space, spaces.Discrete):
+            actions_t = th.as_tensor(actions.reshape(-1), device=self.device).long()
+        else:
+            actions_t = th.as_tensor(actions, device=self.device).float()
+
+        def t(x: np.ndarray) -> th.Tensor:
+            return th.as_tensor(x, device=self.device)
+
+        return GroupRolloutBufferSamples(
+            observations=self._to_torch_obs(idx),
+            actions=actions_t,
+            old_log_prob=t(self.old_log_prob[idx]),
+            ref_log_prob=t(self.ref_log_prob[idx]),
+            advantages=t(self.advantages[idx]),
+            weights=t((self.weights[idx] * scale).astype(np.float32)),
+            trajectory=t(local.reshape(-1).astype(np.int64)),
+            n_trajectories=len(trajectories),
+        )
