@@ -98,19 +98,19 @@ def _unchanged(model, before):
 BAD_ARGUMENTS = [
     # GRPO (group_size, beta, loss_type, ... are in test_grpo.py)
     ("grpo", dict(beta=float("nan")), "beta must be a finite number >= 0"),
-    ("grpo", dict(n_epochs=0), "n_epochs must be >= 1"),
+    ("grpo", dict(n_epochs=0), "GRPO: n_epochs must be an integer >= 1"),
     ("grpo", dict(gamma=1.01), r"gamma \(the discount factor\) must be in \[0, 1\]"),
     ("grpo", dict(gamma=float("nan")), r"gamma \(the discount factor\) must be in \[0, 1\]"),
     ("grpo", dict(batch_size=0), "batch_size must be >= 1 or None"),
     ("grpo", dict(target_kl=-0.01), "target_kl must be > 0 or None"),
     ("grpo", dict(max_trajectory_length=0), "max_trajectory_length must be >= 1"),
-    ("grpo", dict(ent_coef=-0.1), "ent_coef must be >= 0"),
+    ("grpo", dict(ent_coef=-0.1), "GRPO: ent_coef must be a number >= 0"),
     ("grpo", dict(group_size=4, branch_every=2), r"branch_every needs n_envs to be a multiple of group_size.*n_envs=4"),
     ("grpo", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5 \(a negative norm"),
     ("grpo", dict(max_grad_norm=0.0), r"max_grad_norm .* must be a finite number > 0, got 0.0"),
     # ExactTRPO (fisher_solver, cg_damping=0, fisher_subsample=1.5, target_kl=0 are in test_exact_trpo.py)
     ("exact_trpo", dict(target_kl=-0.01), "target_kl .*delta.* must be > 0"),
-    ("exact_trpo", dict(gamma=-0.5), r"gamma must be in \[0, 1\]"),
+    ("exact_trpo", dict(gamma=-0.5), r"ExactTRPO: gamma \(the discount factor\) must be in \[0, 1\]"),
     ("exact_trpo", dict(gae_lambda=1.5), r"gae_lambda must be in \[0, 1\]"),
     ("exact_trpo", dict(fisher_solver="cg", cg_damping=-0.1), "cg_damping must be >= 0"),
     ("exact_trpo", dict(line_search_shrinking_factor=1.5), r"line_search_shrinking_factor must be in \(0, 1\)"),
@@ -124,7 +124,7 @@ BAD_ARGUMENTS = [
     ("exact_trpo", dict(n_critic_updates=0), r"ExactTRPO: n_critic_updates \(critic epochs per update\) must be >= 1"),
     # AdaptiveKLPPO (kl_coef, target_kl, kl_estimator, ... are in test_adaptive_kl_ppo.py)
     ("adaptive_kl_ppo", dict(n_epochs=0), "n_epochs must be an integer >= 1"),
-    ("adaptive_kl_ppo", dict(gamma=2.0), r"gamma must be in \[0, 1\]"),
+    ("adaptive_kl_ppo", dict(gamma=2.0), r"AdaptiveKLPPO: gamma \(the discount factor\) must be in \[0, 1\]"),
     ("adaptive_kl_ppo", dict(gae_lambda=-0.1), r"gae_lambda must be in \[0, 1\]"),
     ("adaptive_kl_ppo", dict(vf_coef=-1.0), "vf_coef must be a number >= 0"),
     ("adaptive_kl_ppo", dict(ent_coef=-0.01), "ent_coef must be a number >= 0"),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 from collections.abc import Iterator
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import numpy as np
 import torch as th
@@ -24,7 +23,6 @@ from sb3_grpo.adaptive_kl_ppo.policies import CnnPolicy, MlpPolicy, MultiInputPo
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate, supports_exact_kl
-from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 
 __all__ = ["KL_ESTIMATOR_CHOICES", "AdaptiveKLPPO", "supports_exact_kl"]
 
@@ -36,7 +34,7 @@ KL_ESTIMATOR_CHOICES = ("exact", "k1", "k3")
 _MIN_EVAL_CHUNK = 1024
 
 
-class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
+class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
     """
     PPO with an adaptive KL penalty (Schulman et al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 
@@ -248,54 +246,18 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = advantage_kwargs
         self._check_arguments()
-
-        if self.env is not None:
-            buffer_size = self.env.num_envs * self.n_steps
-            if buffer_size < 2 and normalize_advantage:
-                raise ValueError(
-                    f"n_steps * n_envs must be > 1 with normalize_advantage=True (got n_steps={self.n_steps}, "
-                    f"n_envs={self.env.num_envs}): one sample has no standard deviation."
-                )
-            if batch_size > buffer_size:  # a warning, not an error: PPO accepts it (rl-zoo configs, samplers)
-                warnings.warn(
-                    f"AdaptiveKLPPO: batch_size ({batch_size}) is larger than the rollout, n_steps * n_envs = "
-                    f"{self.n_steps} * {self.env.num_envs} = {buffer_size}, so every epoch is one minibatch of the whole "
-                    f"rollout: use batch_size <= {buffer_size}, or raise n_steps.",
-                    stacklevel=2,
-                )
-            elif buffer_size % batch_size > 0:
-                warnings.warn(
-                    f"You have specified a mini-batch size of {batch_size}, but because the rollout buffer is of size "
-                    f"n_steps * n_envs = {buffer_size}, after every {buffer_size // batch_size} untruncated "
-                    f"mini-batches, there will be a truncated mini-batch of size {buffer_size % batch_size}. "
-                    f"We recommend using a batch_size that is a factor of n_steps * n_envs "
-                    f"(n_steps={self.n_steps}, n_envs={self.env.num_envs}).",
-                    stacklevel=2,
-                )
-
         if _init_setup_model:
             self._setup_model()
 
     # ------------------------------------------------------------------ setup
 
     def _check_arguments(self) -> None:
-        def fail(message: str) -> None:
-            raise ValueError(f"AdaptiveKLPPO: {message}")
-
-        def positive_number(value: Any) -> bool:
-            if not isinstance(value, numbers.Real) or isinstance(value, bool):
-                return False
-            return math.isfinite(value) and cast(float, value) > 0  # typeshed's numbers.Real declares no comparisons
-
-        for name in ("gamma", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                fail(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        fail, positive = self._fail, self._positive
+        self._check_shared_arguments()
         if not (isinstance(self.batch_size, numbers.Integral) and self.batch_size >= 1):
             fail(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
         if self.normalize_advantage and self.batch_size < 2:
             fail("batch_size must be > 1 with normalize_advantage=True (a minibatch of one has no standard deviation)")
-        if not (isinstance(self.n_epochs, numbers.Integral) and self.n_epochs >= 1):
-            fail(f"n_epochs must be an integer >= 1, got {self.n_epochs!r}")
         if self.target_kl is None:
             fail(
                 "target_kl must be a number > 0: it is the KL target of the beta controller here (PPO's target_kl, "
@@ -311,19 +273,29 @@ class AdaptiveKLPPO(AlgorithmMixin, FiniteRolloutMixin, OnPolicyAlgorithm):
             fail(str(exc))
         for name in ("clip_range", "clip_range_vf"):
             value = getattr(self, name)
-            if value is not None and not callable(value) and not positive_number(value):
+            if value is not None and not callable(value) and not positive(value):
                 fail(f"{name} must be None, a number > 0 or a schedule, got {value!r}")
-        if self.early_stop_kl is not None and not positive_number(self.early_stop_kl):
+        if self.early_stop_kl is not None and not positive(self.early_stop_kl):
             fail(f"early_stop_kl must be None or a number > 0, got {self.early_stop_kl!r}")
-        for name in ("ent_coef", "vf_coef"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not cast(float, value) >= 0:
-                fail(f"{name} must be a number >= 0, got {value!r}")
-        if not positive_number(self.max_grad_norm):
-            fail(
-                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
-                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)"
-            )
+        if not isinstance(self.vf_coef, numbers.Real) or not float(self.vf_coef) >= 0:
+            fail(f"vf_coef must be a number >= 0, got {self.vf_coef!r}")
+        if self.env is not None:
+            buffer_size = self.env.num_envs * self.n_steps
+            if buffer_size < 2 and self.normalize_advantage:
+                fail(
+                    f"n_steps * n_envs must be > 1 with normalize_advantage=True (got n_steps={self.n_steps}, "
+                    f"n_envs={self.env.num_envs}): one sample has no standard deviation."
+                )
+            self._warn_batch_size(self.batch_size, f"batch_size ({self.batch_size})")
+            if self.batch_size < buffer_size and buffer_size % self.batch_size > 0:  # PPO's warning
+                warnings.warn(
+                    f"You have specified a mini-batch size of {self.batch_size}, but because the rollout buffer is of "
+                    f"size n_steps * n_envs = {buffer_size}, after every {buffer_size // self.batch_size} untruncated "
+                    f"mini-batches, there will be a truncated mini-batch of size {buffer_size % self.batch_size}. "
+                    f"We recommend using a batch_size that is a factor of n_steps * n_envs "
+                    f"(n_steps={self.n_steps}, n_envs={self.env.num_envs}).",
+                    stacklevel=3,
+                )
 
     def _make_kl_controller(self) -> KLController:
         return make_kl_controller(

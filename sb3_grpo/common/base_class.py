@@ -11,6 +11,8 @@ with :meth:`AlgorithmMixin._fail`), its rollout if it differs from SB3's, and ``
 from __future__ import annotations
 
 import io
+import math
+import numbers
 import pathlib
 import warnings
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -18,10 +20,12 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
 
 from sb3_grpo.common.advantages import check_estimator_needs
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
+from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
 from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
 from sb3_grpo.common.worker_faults import install_fault_reports
@@ -86,6 +90,8 @@ class AlgorithmMixin:
       (see :mod:`sb3_grpo.common.saved_models`). ``load`` turns a truncated or foreign file into a ``ValueError``
       that says what the file is not, refuses a file saved by another algorithm (naming it), and never unpickles
       code of a plugin that is switched off.
+    - **Non-finite values**: with SB3's rollout, every env step is checked for NaN and inf before it is stored
+      (:mod:`sb3_grpo.common.rollout_checks`), naming the env and the step of its episode.
     - **Dead workers**: ``learn`` turns the broken pipe of a dead SubprocVecEnv worker into a
       :class:`~sb3_grpo.common.worker_faults.WorkerDiedError` that names the worker, says how it ended and how to
       continue.
@@ -93,6 +99,9 @@ class AlgorithmMixin:
 
     #: What the algorithm hands to advantage estimators (a subset of :data:`sb3_grpo.common.advantages.NEEDS`).
     estimator_provides: ClassVar[frozenset[str]] = CRITIC_PROVIDES
+    #: Whether SB3's ``collect_rollouts`` runs (every env step is then checked for NaN and inf by the first callback
+    #: of ``learn``); an algorithm with its own rollout checks the steps itself and sets this to ``False``.
+    checks_steps_by_callback: ClassVar[bool] = True
     #: The rollout buffer classes of ``rollout_buffer_class=None`` (Box-like observations, Dict observations).
     default_rollout_buffers: ClassVar[tuple[type[RolloutBuffer], type[RolloutBuffer]]] = (
         EstimatorRolloutBuffer,
@@ -101,6 +110,10 @@ class AlgorithmMixin:
 
     # set by SB3's base classes
     policy: Any
+    gamma: float
+    gae_lambda: float
+    n_steps: int
+    ent_coef: float
     max_grad_norm: float
     verbose: int
     _current_progress_remaining: float
@@ -119,18 +132,45 @@ class AlgorithmMixin:
         """Refuse an argument: ``ValueError("<Algorithm>: <message>")``."""
         raise ValueError(f"{self._algorithm_name}: {message}")
 
+    @staticmethod
+    def _positive(value: Any) -> bool:
+        """Whether ``value`` is a finite real number > 0 (not a bool)."""
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
+            return False
+        number = float(value)
+        return math.isfinite(number) and number > 0
+
+    def _check_shared_arguments(self, gradient_clipping: bool = True) -> None:
+        """Check the SB3 arguments every algorithm has: ``gamma``, ``gae_lambda``, ``n_steps``, ``n_epochs`` (where
+        the algorithm has it), ``ent_coef`` and, with ``gradient_clipping``, ``max_grad_norm``."""
+        if not 0 <= self.gamma <= 1:
+            self._fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
+        if not 0 <= self.gae_lambda <= 1:
+            self._fail(f"gae_lambda must be in [0, 1], got {self.gae_lambda!r}")
+        if self.n_steps < 1:
+            self._fail(f"n_steps must be >= 1, got {self.n_steps!r}")
+        n_epochs = getattr(self, "n_epochs", 1)
+        if not (isinstance(n_epochs, numbers.Integral) and int(n_epochs) >= 1):
+            self._fail(f"n_epochs must be an integer >= 1, got {n_epochs!r}")
+        if not (isinstance(self.ent_coef, numbers.Real) and float(self.ent_coef) >= 0):
+            self._fail(f"ent_coef must be a number >= 0, got {self.ent_coef!r}")
+        if gradient_clipping and not self._positive(self.max_grad_norm):
+            self._fail(
+                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
+                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)"
+            )
+
     def _warn_batch_size(self, batch_size: int, what: str, stacklevel: int = 3) -> None:
         """Warn (SB3's algorithms accept it: rl-zoo configs, samplers) when ``batch_size`` exceeds the rollout.
 
-        :param what: what the minibatch is for, e.g. ``"batch_size (the critic's minibatch, 256)"``.
+        :param what: how the message names the minibatch, e.g. ``"batch_size (the critic's minibatch, 256)"``.
         """
         env = getattr(self, "env", None)
-        n_steps: int = getattr(self, "n_steps", 0)
-        if env is None or batch_size <= n_steps * env.num_envs:
+        if env is None or batch_size <= self.n_steps * env.num_envs:
             return
-        rollout = n_steps * env.num_envs
+        rollout = self.n_steps * env.num_envs
         warnings.warn(
-            f"{self._algorithm_name}: {what} is larger than the rollout, n_steps * n_envs = {n_steps} * "
+            f"{self._algorithm_name}: {what} is larger than the rollout, n_steps * n_envs = {self.n_steps} * "
             f"{env.num_envs} = {rollout}, so every epoch is one minibatch of the whole rollout: use "
             f"batch_size <= {rollout}, or raise n_steps.",
             stacklevel=stacklevel + 1,
@@ -223,6 +263,14 @@ class AlgorithmMixin:
         except (EOFError, ConnectionError) as exc:  # ConnectionError: BrokenPipeError, ConnectionResetError
             raise_if_workers_died(env, exc)
             raise
+
+    def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
+        if self.checks_steps_by_callback:
+            callback = with_finite_check(callback)
+        return super()._init_callback(callback, progress_bar)  # type: ignore[misc]
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_finite_check_episode_step"]  # type: ignore[misc]
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:
         self.__dict__[SAVED_BY_KEY] = saved_by_record(self)

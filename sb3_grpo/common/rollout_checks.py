@@ -1,10 +1,12 @@
 """Refuse non-finite rewards and observations from the env in the rollouts of ExactTRPO and AdaptiveKLPPO.
 
 A NaN or inf from the env poisons the advantages, then every parameter, and the error that follows (if any) points
-at the optimizer. :class:`FiniteRolloutMixin` checks each env step as it arrives, before it enters the rollout
+at the optimizer. :func:`with_finite_check` (the first callback of ``learn``, see
+:class:`sb3_grpo.common.base_class.AlgorithmMixin`) checks each env step as it arrives, before it enters the rollout
 buffer, and raises a ``ValueError`` naming the env's index in the VecEnv and the step of its episode. The check is
 on the env's own values (under a ``VecNormalize``, the original rewards and observations, which the normalisation
-would otherwise clip to finite numbers). GRPO checks its own rollouts (see :mod:`sb3_grpo.grpo.grpo`).
+would otherwise clip to finite numbers). GRPO's own rollout calls :func:`check_finite_reset` and
+:func:`check_finite_step` itself (see :mod:`sb3_grpo.grpo.rollout`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
 
-__all__ = ["FiniteRolloutMixin", "check_finite_reset", "check_finite_step", "observation_moment"]
+__all__ = ["check_finite_reset", "check_finite_step", "observation_moment", "with_finite_check"]
 
 
 def _first_bad_row(value: Any) -> int | None:
@@ -183,18 +185,14 @@ class _FiniteStepCheck(BaseCallback):
         model._finite_check_episode_step = self._episode_steps()  # carried into the next learn() call
 
 
-class FiniteRolloutMixin:
-    """Adds the non-finite reward/observation check to an SB3 on-policy algorithm's ``learn`` (first callback)."""
-
-    def _init_callback(self, callback: Any, progress_bar: bool = False) -> BaseCallback:
-        check: BaseCallback = _FiniteStepCheck()
-        if callback is not None:  # without user callbacks, the check alone: SB3 calls every callback on every step
-            if isinstance(callback, list):
-                callback = CallbackList(callback)
-            if not isinstance(callback, BaseCallback):
-                callback = ConvertCallback(callback)
-            check = CallbackList([check, callback])
-        return super()._init_callback(check, progress_bar)  # type: ignore[misc]
-
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_finite_check_episode_step"]  # type: ignore[misc]
+def with_finite_check(callback: Any) -> BaseCallback:
+    """``callback`` (as SB3's ``learn`` takes it) behind the check of every env step (the check alone without one:
+    SB3 calls every callback on every step)."""
+    check: BaseCallback = _FiniteStepCheck()
+    if callback is None:
+        return check
+    if isinstance(callback, list):
+        callback = CallbackList(callback)
+    if not isinstance(callback, BaseCallback):
+        callback = ConvertCallback(callback)
+    return CallbackList([check, callback])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,7 +17,6 @@ from torch.nn import functional as F
 
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
-from sb3_grpo.common.rollout_checks import FiniteRolloutMixin
 from sb3_grpo.exact_trpo.actor import (
     actor_parameters,
     closed_form_fisher_problem,
@@ -37,7 +35,7 @@ __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTI
 KL_ACTION_REDUCTIONS = ("mean", "sum")
 
 
-class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
+class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 
@@ -246,12 +244,8 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
     # ------------------------------------------------------------------ setup
 
     def _check_arguments(self) -> None:
-        def fail(message: str) -> None:
-            raise ValueError(f"ExactTRPO: {message}")
-
-        for name in ("gamma", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                fail(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        fail = self._fail
+        self._check_shared_arguments(gradient_clipping=False)  # TRPO clips no gradient
         if self.fisher_solver not in FISHER_SOLVERS:
             fail(f"fisher_solver must be one of {FISHER_SOLVERS}, got {self.fisher_solver!r}")
         if not self.target_kl > 0:
@@ -270,16 +264,7 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, FiniteRolloutMixin, TRPO):
             fail(f"cg_max_steps must be >= 1, got {self.cg_max_steps!r}")
         if self.n_critic_updates < 1:
             fail(f"n_critic_updates (critic epochs per update) must be >= 1, got {self.n_critic_updates!r}")
-        if self.n_steps < 1:
-            fail(f"n_steps must be >= 1, got {self.n_steps!r}")
-        if self.env is not None and self.batch_size > self.n_steps * self.env.num_envs:
-            # a warning, not an error: sb3-contrib's TRPO accepts it (rl-zoo configs, samplers)
-            warnings.warn(
-                f"ExactTRPO: batch_size (the critic's minibatch, {self.batch_size}) is larger than the rollout, "
-                f"n_steps * n_envs = {self.n_steps} * {self.env.num_envs} = {self.n_steps * self.env.num_envs}, so each "
-                f"critic epoch is one minibatch: use batch_size <= {self.n_steps * self.env.num_envs}, or raise n_steps.",
-                stacklevel=3,
-            )
+        self._warn_batch_size(self.batch_size, f"batch_size (the critic's minibatch, {self.batch_size})")
         if not 0 <= self.line_search_accept_ratio < 1:
             fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
         if self.kl_action_reduction not in KL_ACTION_REDUCTIONS:

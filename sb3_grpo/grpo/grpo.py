@@ -151,6 +151,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         "MultiInputPolicy": MultiInputPolicy,
     }
     estimator_provides = GROUP_PROVIDES
+    checks_steps_by_callback = False  # its own rollout checks every step (grpo/rollout.py)
     policy: ActorPolicy  # type: ignore[assignment]
     #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
     _branch_states: tuple[str, list[Any]] | None = None
@@ -284,21 +285,14 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     # ------------------------------------------------------------------ set-up
 
     def _check_arguments(self) -> None:
-        def fail(message: str) -> None:
-            raise ValueError(message)
-
+        fail = self._fail
+        self._check_shared_arguments()
         if not isinstance(self.group_size, (int, np.integer)) or self.group_size < 2:
             fail(f"group_size must be an integer >= 2 (trajectories are compared within a group), got {self.group_size!r}")
         if self.groups_per_rollout is not None and self.groups_per_rollout < 1:
             fail(f"groups_per_rollout must be >= 1 or None, got {self.groups_per_rollout!r}")
-        if self.n_steps < 1:
-            fail(f"n_steps must be >= 1, got {self.n_steps!r}")
-        if not 0 <= self.gamma <= 1:
-            fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
         if self.batch_size is not None and self.batch_size < 1:
             fail(f"batch_size must be >= 1 or None (whole batch), got {self.batch_size!r}")
-        if self.n_epochs < 1:
-            fail(f"n_epochs must be >= 1, got {self.n_epochs!r}")
         if self.beta < 0 or not np.isfinite(self.beta):
             fail(f"beta must be a finite number >= 0 (0 disables the reference policy), got {self.beta!r}")
         if self.ref_update_interval is not None and self.ref_update_interval < 1:
@@ -329,13 +323,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             )
         if self.max_trajectory_length < 1:
             fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
-        if self.ent_coef < 0:
-            fail(f"ent_coef must be >= 0, got {self.ent_coef!r}")
-        if not (self.max_grad_norm > 0 and np.isfinite(self.max_grad_norm)):
-            fail(
-                f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
-                f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)."
-            )
         low, high = self.clip_range, self.clip_range_high
         if isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES) and high < low:
             warnings.warn(
