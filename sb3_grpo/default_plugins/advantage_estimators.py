@@ -341,16 +341,12 @@ class GroupStepBaseline(AdvantageEstimator):
 
     ``"floored"`` is for tasks where the whole batch can end up nearly tied: once every member of every group
     stays alive for the whole episode (Hopper-v5 standing still), the rewards-to-go differ by a little drift, and
-    dividing by the batch's standard deviation blows that up to unit size (measured on Hopper: 1.5 against 20-160
-    while members still fell; on one seed the next batch's episodes were half as long). The running standard
+    dividing by the batch's standard deviation blows that up to unit size. The running standard
     deviation (count-weighted over all advantages so far, like VecNormalize's statistics; part of the estimator's
     state, saved with the model) keeps such a batch's step as small as its advantages are; where the advantages grow
     over training, the batch's own standard deviation is the larger and ``"floored"`` acts as ``"batch"``. A
-    ``floor`` below 1 lets a tied batch's advantages grow by up to ``1 / floor`` before the floor holds. Measured
-    on Hopper-v5 at 300k (issue 10's sweeps ``hop_fl`` and ``hop_fl25`` against the zoo entry rerun on the same
-    machine, ``hop_rerun11``): 38 of 50 seeds >= 1000 against the entry's 36 of 50 (Fisher's exact test p = 0.82),
-    the same median (1005) and three runs below 900 each; ``floor=0.25`` barely binds there (seeds 0-19: the same
-    14 of 20 and the same misses as the entry). No difference, so GRPO's Hopper entry keeps ``"batch"``.
+    ``floor`` below 1 lets a tied batch's advantages grow by up to ``1 / floor`` before the floor holds (what it
+    measured on Hopper-v5 is in the docs' GRPO studies).
 
     With ``lam < 1`` the leave-one-out baseline ``b_t^i`` serves as a time-indexed value estimate, as a critic would
     in GAE: ``delta_t^i = r_t^i + gamma * b_{t+1}^i - b_t^i`` (``b = 0`` after the member's last step) and
@@ -358,11 +354,9 @@ class GroupStepBaseline(AdvantageEstimator):
     same members are alive, ``delta`` is the member's reward minus the others' mean reward at the same step, so
     credit stays within about ``1 / (1 - gamma * lam)`` steps; a member that ends early gets the others' whole
     remaining return ``-b_t^i`` as one ``delta`` at its last step, spread back over those steps. Like GAE's
-    lambda, this trades the full return's variance for the bias of a baseline that does not see the state. Measured
-    (issue 10's sweeps): lam 0.95 hurt on Hopper-v5 (the policy dives forward and falls: 196 vs 1007 at 300k, seed 0)
-    and on Acrobot-v1 at gamma 1 (never stable, vs -83): a state-blind baseline blames a fall or credits a goal only
-    on the steps right before it. Where all members of a group end at the same step, it is the plain baseline
-    discounted by ``gamma * lam``.
+    lambda, this trades the full return's variance for the bias of a baseline that does not see the state: it blames
+    a fall or credits a goal only on the steps right before it. Where all members of a group end at the same step,
+    it is the plain baseline discounted by ``gamma * lam``.
 
     One discount per reward function (GRPO's ``reward_gammas``): the rewards-to-go are the sum over the reward
     functions of each one's rewards-to-go under its own discount, ``G_t^i = sum_k sum_{s>=t} gamma_k^(s-t) r_{k,s}^i``,

@@ -18,10 +18,27 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_grpo.grpo.group_sampling import group_seed
 from sb3_grpo.grpo.rollout import GroupRolloutCollector, Rollout, StepRecord
 
-__all__ = ["BRANCH_PIVOTS", "BranchingCollector", "env_id"]
+__all__ = ["BRANCH_PIVOTS", "BranchingCollector", "branching_problem", "env_id"]
 
 #: The values ``branch_pivot`` accepts.
 BRANCH_PIVOTS = ("any", "alive")
+
+
+def branching_problem(branch_every: int | None, branch_pivot: str, n_envs: int | None, group_size: int) -> str | None:
+    """What is wrong with GRPO's branching arguments (``None``: nothing)."""
+    if branch_pivot not in BRANCH_PIVOTS:
+        return f"branch_pivot must be one of {BRANCH_PIVOTS}, got {branch_pivot!r}"
+    if branch_every is None:
+        return None
+    if branch_every < 1:
+        return f"branch_every must be >= 1 or None, got {branch_every!r}"
+    if n_envs and n_envs % group_size != 0:
+        return (
+            f"branch_every needs n_envs to be a multiple of group_size (each block of group_size env slots runs one "
+            f"group in lockstep), got n_envs={n_envs}, group_size={group_size}: "
+            f"use make_vec_env(..., n_envs={group_size * max(1, n_envs // group_size)})."
+        )
+    return None
 
 
 def env_id(env: VecEnv) -> str:

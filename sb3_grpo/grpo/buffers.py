@@ -93,10 +93,15 @@ class GroupRolloutBuffer:
         self._offsets = np.r_[0, np.cumsum(np.bincount(self.trajectory, minlength=self.n_trajectories))]
 
     def in_order(self, chunk: int) -> Generator[GroupRolloutBufferSamples, None, None]:
-        """The whole batch in its order, ``chunk`` steps at a time (for one-off forward passes such as the reference
-        policy's log-probabilities)."""
+        """The whole batch in its order, ``chunk`` steps at a time."""
         for start in range(0, self.size, chunk):
             yield self._samples(np.arange(start, min(start + chunk, self.size)))
+
+    @th.no_grad()
+    def log_prob_under(self, policy: Any, chunk: int = 4096) -> np.ndarray:
+        """``(N,)`` float32: the log-probability of every step's action under ``policy`` (GRPO's reference policy)."""
+        parts = [policy.evaluate_actions(b.observations, b.actions)[0].cpu().numpy() for b in self.in_order(chunk)]
+        return np.concatenate(parts).astype(np.float32)
 
     def _to_torch_obs(self, idx: np.ndarray) -> Any:
         if isinstance(self.observations, dict):

@@ -22,10 +22,10 @@ from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.grpo.batch import build_batch
-from sb3_grpo.grpo.branching import BRANCH_PIVOTS, BranchingCollector
+from sb3_grpo.grpo.branching import BranchingCollector, branching_problem
 from sb3_grpo.grpo.buffers import GroupRolloutBuffer
 from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
-from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
 from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError
 from sb3_grpo.plugins import get_reward_function
 
@@ -107,7 +107,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     :param branch_carry_over: with branching groups, episodes go on across rollouts: a rollout starts from the states
         the previous one ended with (saved with the model; ``learn(reset_num_timesteps=True)`` starts new groups).
         ``False``: every rollout starts new groups from reset, which caps episodes at the rollout's length rounded up
-        to whole segments (a curriculum of early-episode states; it scored higher on HalfCheetah, see BENCHMARKS.md).
+        to whole segments (a curriculum of early-episode states; measured in the docs' GRPO studies).
     :param branch_pivot: which member's state the next segment branches from. ``"any"`` (default): a member drawn at
         random before the segment; if its episode ended within the segment, the block starts a new group from a
         fresh reset. ``"alive"``: if that member's episode ended, a member drawn at random among those still running
@@ -120,20 +120,14 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     :param use_sde: generalised state-dependent exploration (gSDE, Box actions): each env slot explores with its own
         noise matrix, so a member's exploration changes smoothly with the state (see :class:`ActorPolicy`).
     :param sde_sample_freq: with gSDE, draw new noise matrices for every slot every ``sde_sample_freq`` steps of a
-        rollout (as SB3); ``-1`` (default): one noise matrix per trajectory, drawn when it starts. Measured on
-        Pendulum-v1 (BENCHMARKS.md): every 4 steps made GRPO as sample-efficient as SB3 PPO (-144 at 50k steps,
-        against -327 without gSDE), while one matrix per trajectory was slower than no gSDE; on HalfCheetah-v5 and
-        Hopper-v5 gSDE did not help.
+        rollout (as SB3); ``-1`` (default): one noise matrix per trajectory, drawn when it starts.
     :param log_std_max: an upper bound on the Gaussian policy's log standard deviation (Box actions), applied to the
         policy's ``log_std`` parameter before every rollout: a number, a schedule of the remaining progress (1 to 0),
         or a pair ``(start, end)`` for a bound that moves linearly from ``start`` to ``end`` over training (what a
         YAML zoo entry can express). ``None`` (default): no bound. The entropy bonus and the policy gradient still
         move ``log_std`` during an update; the bound holds for every rollout, so a falling bound brings the late
         stochastic policy closer to the deterministic one that evaluation runs. With gSDE it bounds the log standard
-        deviation of the exploration matrix's entries. Measured on Hopper-v5 (BENCHMARKS.md): the entry's
-        deterministic policy stood still while its noisy training policy wandered forward; with a bound falling to
-        -4, 42 of 50 seeds end above 1000 (36 without), but one policy still relied on the last of its noise (it
-        falls after ~200 steps deterministically and stands with noise of std 0.02).
+        deviation of the exploration matrix's entries.
     :param stats_window_size: window size for the rollout logging (episodes).
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
@@ -157,7 +151,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     _branch_states: tuple[str, list[Any]] | None = None
     #: The VecEnv whose slots carry the group-reset hook (see :mod:`sb3_grpo.grpo.rollout`).
     _hooked_env: VecEnv | None = None
-    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
+    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``warn_overshoot``).
     _overshoot_warn_at: int | None = None
 
     def __init__(
@@ -358,17 +352,9 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 )
             if not np.all(np.isfinite(np.asarray(bound, dtype=np.float64))):
                 fail(f"log_std_max must be finite, got {bound!r}")
-        if self.branch_pivot not in BRANCH_PIVOTS:
-            fail(f"branch_pivot must be one of {BRANCH_PIVOTS}, got {self.branch_pivot!r}")
-        if self.branch_every is not None:
-            if self.branch_every < 1:
-                fail(f"branch_every must be >= 1 or None, got {self.branch_every!r}")
-            if getattr(self, "n_envs", None) and self.n_envs % self.group_size != 0:
-                fail(
-                    f"branch_every needs n_envs to be a multiple of group_size (each block of group_size env slots runs "
-                    f"one group in lockstep), got n_envs={self.n_envs}, group_size={self.group_size}: "
-                    f"use make_vec_env(..., n_envs={self.group_size * max(1, self.n_envs // self.group_size)})."
-                )
+        problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
+        if problem is not None:
+            fail(problem)
 
     def _setup_model(self) -> None:
         self._setup_lr_schedule()
@@ -380,7 +366,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         self._maybe_recommend_cpu()
         self.ref_policy: ActorPolicy | None = None
         if self.beta > 0:
-            self.ref_policy = self._frozen_copy(self.policy)
+            self.ref_policy = frozen_copy(self.policy)
         if self.log_std_max is not None:
             log_std = getattr(self.policy, "log_std", None)
             if not isinstance(self.action_space, spaces.Box) or not isinstance(log_std, th.nn.Parameter):
@@ -415,15 +401,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             self._group_counter = 0
             self._np_rng = np.random.default_rng(np.random.SeedSequence([self._seed_root, 1]))
         self._rollout_start: dict[str, Any] | None = None
-
-    @staticmethod
-    def _frozen_copy(policy: ActorPolicy) -> ActorPolicy:
-        ref = copy.deepcopy(policy)
-        ref.optimizer = None  # type: ignore[assignment]
-        ref.set_training_mode(False)
-        for param in ref.parameters():
-            param.requires_grad_(False)
-        return ref
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         names = ["policy", "policy.optimizer"]
@@ -462,26 +439,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
         self._overshoot_warn_at = self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
         return setup
-
-    def _warn_overshoot(self, n_envs: int) -> None:
-        """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget."""
-        start = self._rollout_start["num_timesteps"] if self._rollout_start else self.num_timesteps
-        if self.groups_per_rollout is not None:
-            rule = f"groups_per_rollout={self.groups_per_rollout} groups of group_size={self.group_size} whole episodes"
-        else:
-            minimum = -(-2 * n_envs // self.group_size)
-            rule = (
-                f"groups of group_size={self.group_size} whole episodes until n_steps * n_envs = {self.n_steps} * "
-                f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
-            )
-        warnings.warn(
-            f"GRPO: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps asked for: "
-            f"this rollout alone has run {self.num_timesteps - start:,} env steps so far, because a rollout runs {rule}. "
-            "For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or fewer "
-            "envs (n_envs); or raise total_timesteps.",
-            stacklevel=2,
-        )
-        self._overshoot_warn_at = None
 
     def _begin_rollout(self) -> None:
         """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
@@ -561,18 +518,12 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             return
 
         if self.ref_policy is not None:
-            with th.no_grad():
-                ref_log_prob = []
-                for samples in buffer.in_order(4096):
-                    ref_log_prob.append(
-                        self.ref_policy.evaluate_actions(samples.observations, samples.actions)[0].cpu().numpy()
-                    )
-            buffer.ref_log_prob = np.concatenate(ref_log_prob).astype(np.float32)
+            buffer.ref_log_prob = buffer.log_prob_under(self.ref_policy)
 
         by_trajectory = self.importance_sampling_level == "trajectory"
         pg_losses, kl_refs, entropies, clip_fractions, approx_kls = [], [], [], [], []
         continue_training = True
-        for _epoch in range(self.n_epochs):
+        for epoch in range(self.n_epochs):
             for batch in buffer.get(self.batch_size, self._np_rng, by_trajectory=by_trajectory):
                 log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
                 per_step, surrogate, ratio, log_ratio, kl_ref = grpo_step_loss(
@@ -600,16 +551,10 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                     clip_fractions.append(float(clipped.float().mean()))
                     approx_kl = float(kl_estimate(log_ratio, "k3").mean())  # KL(pi_old || pi), as SB3's PPO logs it
                     approx_kls.append(approx_kl)
-                if self.target_kl is not None and approx_kl > 1.5 * self.target_kl:
+                if self._stops_early(approx_kl, self.target_kl, epoch):
                     continue_training = False
-                    if self.verbose >= 1:
-                        print(f"Early stopping at epoch {_epoch} due to reaching max kl: {approx_kl:.2f}")
                     break
-
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-                self.policy.optimizer.step()
+                self._gradient_step(loss)
             self._n_updates += 1
             if not continue_training:
                 break

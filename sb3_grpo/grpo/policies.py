@@ -5,6 +5,7 @@ exists at all, so a GRPO policy has exactly the parameters of the actor part of 
 
 from __future__ import annotations
 
+import copy
 import warnings
 from functools import partial
 from typing import Any
@@ -32,7 +33,7 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
-__all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy"]
+__all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "frozen_copy"]
 
 
 class ActorPolicy(BasePolicy):
@@ -238,3 +239,13 @@ class MultiInputPolicy(ActorPolicy):
     def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = CombinedExtractor, **kwargs: Any):
         kwargs["features_extractor_class"] = features_extractor_class
         super().__init__(*args, **kwargs)
+
+
+def frozen_copy(policy: ActorPolicy) -> ActorPolicy:
+    """A copy of ``policy`` that never trains (GRPO's reference policy): eval mode, no optimizer, no gradients."""
+    ref = copy.deepcopy(policy)
+    ref.optimizer = None  # type: ignore[assignment]
+    ref.set_training_mode(False)
+    for param in ref.parameters():
+        param.requires_grad_(False)
+    return ref

@@ -10,6 +10,7 @@ The branching variant (``branch_every``) is :class:`sb3_grpo.grpo.branching.Bran
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from sb3_grpo.grpo.group_sampling import GroupScheduler
 if TYPE_CHECKING:
     from sb3_grpo.grpo.grpo import GRPO
 
-__all__ = ["GroupRolloutCollector", "NonReproducibleResetError", "Rollout", "StepRecord", "describe_env"]
+__all__ = ["GroupRolloutCollector", "NonReproducibleResetError", "Rollout", "StepRecord", "describe_env", "warn_overshoot"]
 
 
 class NonReproducibleResetError(RuntimeError):
@@ -49,6 +50,28 @@ def describe_env(env: VecEnv) -> str:
             return "of unknown class"
     cls = own_env_class(cls)  # not the subclass that this package's hooks swapped in
     return f"of class {cls.__module__}.{cls.__qualname__}"
+
+
+def warn_overshoot(model: GRPO, n_envs: int) -> None:
+    """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget (see
+    ``GRPO._setup_learn``)."""
+    start = model._rollout_start["num_timesteps"] if model._rollout_start else model.num_timesteps
+    if model.groups_per_rollout is not None:
+        rule = f"groups_per_rollout={model.groups_per_rollout} groups of group_size={model.group_size} whole episodes"
+    else:
+        minimum = -(-2 * n_envs // model.group_size)
+        rule = (
+            f"groups of group_size={model.group_size} whole episodes until n_steps * n_envs = {model.n_steps} * "
+            f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
+        )
+    warnings.warn(
+        f"GRPO: learn(total_timesteps={model._total_timesteps:,}) will run more than twice the steps asked for: "
+        f"this rollout alone has run {model.num_timesteps - start:,} env steps so far, because a rollout runs {rule}. "
+        "For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or fewer "
+        "envs (n_envs); or raise total_timesteps.",
+        stacklevel=2,
+    )
+    model._overshoot_warn_at = None
 
 
 class StepRecord:
@@ -201,7 +224,7 @@ class GroupRolloutCollector:
         new_obs, rewards, dones, infos = env.step(clipped)
         model.num_timesteps += env.num_envs
         if model._overshoot_warn_at is not None and model.num_timesteps > model._overshoot_warn_at:
-            model._warn_overshoot(env.num_envs)
+            warn_overshoot(model, env.num_envs)
         callback.update_locals(locals())
         if not callback.on_step():
             return None
