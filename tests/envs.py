@@ -87,3 +87,10 @@ class NaNObservationEnv(TargetEnv):
             obs = obs.copy()
             obs[0] = np.nan
         return obs, reward, terminated, truncated, info
+
+
+class NoOptionsResetEnv(TargetEnv):
+    """An older-style env whose ``reset(self, seed=None)`` takes no ``options`` keyword (SB3's DummyVecEnv copes)."""
+
+    def reset(self, seed=None):  # type: ignore[override]
+        return super().reset(seed=seed)

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from envs import EndlessEnv, NaNObservationEnv, NaNRewardEnv, NoisyResetEnv, TargetEnv
+from envs import EndlessEnv, NaNObservationEnv, NaNRewardEnv, NoisyResetEnv, NoOptionsResetEnv, TargetEnv
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -713,3 +713,91 @@ def test_log_std_max_is_saved_and_a_reloaded_run_goes_on_exactly(tmp_path):
 def test_bad_log_std_max_is_refused_with_the_fix(env_id, bound, match):
     with pytest.raises(ValueError, match=match):
         GRPO("MlpPolicy", env_id, log_std_max=bound, device="cpu")
+
+
+# -------------------------------------------------------------------------
+# SB3 conformance: what SB3's PPO accepts, GRPO accepts
+# -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make_env", [NoOptionsResetEnv, lambda: DummyVecEnv([NoOptionsResetEnv] * 2)])
+def test_env_whose_reset_takes_no_options(make_env):
+    # SB3's DummyVecEnv passes `options` only when there are some; GRPO's seeded reset must do the same.
+    model = GRPO("MlpPolicy", make_env(), group_size=2, n_steps=10, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu")
+    model.learn(40)
+    assert model.num_timesteps >= 40
+    for group in first_obs_by_group(model.rollout_buffer, 2):
+        np.testing.assert_array_equal(group[0], group[1])  # the seed still reached the env
+
+
+@pytest.mark.parametrize(
+    "net_arch, warning",
+    [
+        ([16, 8], None),
+        (dict(pi=[16, 8]), None),
+        (dict(pi=[16, 8], vf=[32]), "no value network"),
+        ([dict(pi=[16, 8], vf=[32])], "you should now pass directly a dictionary"),  # SB3's older form
+    ],
+)
+def test_net_arch_forms_sb3_accepts(net_arch, warning, tmp_path):
+    context = pytest.warns(UserWarning, match=warning) if warning else contextlib.nullcontext()
+    with context:
+        model = GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=net_arch), seed=0, device="cpu")
+    assert model.policy.net_arch == [16, 8]
+    linear = [m.out_features for m in model.policy.policy_net if isinstance(m, th.nn.Linear)]
+    assert linear == [16, 8]
+    model.save(tmp_path / "m.zip")
+    assert GRPO.load(tmp_path / "m.zip", device="cpu").policy.net_arch == [16, 8]
+
+
+@pytest.mark.parametrize(
+    "net_arch, match",
+    [
+        ([dict(pi=[8]), dict(pi=[4])], "exactly one dict"),
+        (dict(pi=[8], qf=[4]), r"keys must be 'pi'"),
+        ([8, "tanh"], "list of positive layer sizes"),
+        ([8, 0], "list of positive layer sizes"),
+    ],
+)
+def test_bad_net_arch_is_refused_with_the_forms_accepted(net_arch, match):
+    with pytest.raises(ValueError, match=match):
+        GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=net_arch), device="cpu")
+
+
+class _RecordActions(gym.Wrapper):
+    """Keeps every action the env receives."""
+
+    received: list = []
+
+    def step(self, action):
+        _RecordActions.received.append(np.array(action))
+        return super().step(action)
+
+
+def test_squash_output_with_gsde_as_sb3_ppo(tmp_path):
+    _RecordActions.received = []
+    env = DummyVecEnv([lambda: _RecordActions(gym.make("Pendulum-v1"))] * 2)  # actions in [-2, 2]
+    model = GRPO(
+        "MlpPolicy", env, n_steps=100, group_size=2, use_sde=True, policy_kwargs=dict(squash_output=True, net_arch=[8]),
+        seed=0, device="cpu",
+    )  # fmt: skip
+    assert model.policy.squash_output
+    model._setup_learn(400, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    buffer = model.rollout_buffer
+    assert np.abs(buffer.actions).max() <= 1.0  # stored squashed, as the distribution's log_prob expects them
+    received = np.concatenate(_RecordActions.received)
+    assert np.abs(received).max() <= 2.0 and np.abs(received).max() > 1.0  # rescaled to the env's bounds
+    with th.no_grad():
+        log_prob, _ = model.policy.evaluate_actions(th.as_tensor(buffer.observations), th.as_tensor(buffer.actions))
+    np.testing.assert_allclose(log_prob.numpy(), buffer.old_log_prob, rtol=1e-4, atol=1e-4)  # ratio 1 before the update
+    model.learn(400, reset_num_timesteps=False)
+    actions = model.predict(env.reset())[0]
+    assert np.abs(actions).max() <= 2.0
+    model.save(tmp_path / "squash.zip")
+    assert GRPO.load(tmp_path / "squash.zip", device="cpu").policy.squash_output
+
+
+def test_squash_output_without_gsde_is_refused_as_sb3_does():
+    with pytest.raises(ValueError, match=r"only available with gSDE \(use_sde=True\)"):
+        GRPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True), device="cpu")

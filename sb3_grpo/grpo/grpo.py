@@ -605,7 +605,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         actions = actions_t.cpu().numpy()
         clipped = actions
         if isinstance(self.action_space, spaces.Box):
-            clipped = np.clip(actions, self.action_space.low, self.action_space.high)
+            if self.policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
+                clipped = self.policy.unscale_action(actions)
+            else:
+                clipped = np.clip(actions, self.action_space.low, self.action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
         self.num_timesteps += env.num_envs
         callback.update_locals(locals())
