@@ -35,10 +35,10 @@ from torch import nn
 __all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "actor_net_arch"]
 
 
-def actor_net_arch(net_arch: Any) -> list[int]:
+def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]:
     """The hidden layer sizes of GRPO's actor from any ``net_arch`` form SB3's ``ActorCriticPolicy`` accepts.
 
-    ``None`` gives ``[64, 64]``; a list of ints is used as is; ``dict(pi=[...], vf=[...])`` uses ``pi`` (``vf`` is
+    ``None`` gives ``default`` (``[64, 64]`` unless given); a list of ints is used as is; ``dict(pi=[...], vf=[...])`` uses ``pi`` (``vf`` is
     ignored with a warning: GRPO has no critic); SB3's older ``[dict(pi=[...], vf=[...])]`` (a list holding one
     such dict) is converted with SB3's deprecation warning, then read as the dict.
 
@@ -57,7 +57,7 @@ def actor_net_arch(net_arch: Any) -> list[int]:
         )
         net_arch = net_arch[0]
     if net_arch is None:
-        return [64, 64]
+        return [64, 64] if default is None else list(default)
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
@@ -93,7 +93,8 @@ class ActorPolicy(BasePolicy):
     :param observation_space: observation space.
     :param action_space: action space (Discrete, MultiDiscrete, MultiBinary or Box).
     :param lr_schedule: learning rate schedule (the optimizer starts at ``lr_schedule(1)``).
-    :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``), or ``dict(pi=[...])``.
+    :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``; ``[]`` with ``NatureCNN``, as
+        SB3), or ``dict(pi=[...])``, or SB3's older ``[dict(pi=[...], vf=[...])]`` (see :func:`actor_net_arch`).
     :param activation_fn: activation function.
     :param ortho_init: orthogonal initialisation (as SB3's PPO).
     :param use_sde: generalised state-dependent exploration (gSDE, Box action spaces): the action noise is
@@ -158,7 +159,8 @@ class ActorPolicy(BasePolicy):
             normalize_images=normalize_images,
             squash_output=squash_output,
         )
-        self.net_arch = actor_net_arch(net_arch)
+        # SB3's default: no hidden layer after NatureCNN, [64, 64] otherwise
+        self.net_arch = actor_net_arch(net_arch, default=[] if features_extractor_class == NatureCNN else [64, 64])
         self.activation_fn = activation_fn
         self.ortho_init = ortho_init
         self.log_std_init = log_std_init
