@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from envs import EndlessEnv, NaNObservationEnv, NaNRewardEnv, NoisyResetEnv, NoOptionsResetEnv, TargetEnv
+from envs import AnySpacesEnv, EndlessEnv, NaNObservationEnv, NaNRewardEnv, NoisyResetEnv, NoOptionsResetEnv, TargetEnv
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -813,3 +813,21 @@ def test_squash_output_with_gsde_as_sb3_ppo(tmp_path):
 def test_squash_output_without_gsde_is_refused_as_sb3_does():
     with pytest.raises(ValueError, match=r"only available with gSDE \(use_sde=True\)"):
         GRPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True), device="cpu")
+
+
+@pytest.mark.parametrize("use_sde", [False, True])
+def test_multidimensional_box_actions(use_sde):
+    # SB3's test_spaces.py: a Box action space of shape (2, 2); the Gaussian's event is the flat action.
+    action_space = gym.spaces.Box(-1, 1, (2, 2), np.float32)
+    env = gym.wrappers.TimeLimit(AnySpacesEnv(gym.spaces.Box(-1, 1, (3,), np.float32), action_space), 10)
+    model = GRPO("MlpPolicy", env, n_steps=20, group_size=2, use_sde=use_sde, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu")
+    model._setup_learn(40, None)
+    model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
+    buffer = model.rollout_buffer
+    samples = buffer._samples(np.arange(buffer.size))
+    with th.no_grad():
+        log_prob, _ = model.policy.evaluate_actions(samples.observations, samples.actions)
+    np.testing.assert_allclose(log_prob.numpy(), buffer.old_log_prob, rtol=1e-5, atol=1e-5)  # ratio 1 before the update
+    model.learn(40, reset_num_timesteps=False)
+    action, _ = model.predict(env.reset()[0])
+    assert action.shape == (2, 2) and action_space.contains(action)

@@ -213,6 +213,9 @@ class GroupRolloutBuffer:
         actions = self.actions[idx]
         if isinstance(self.action_space, spaces.Discrete):
             actions_t = th.as_tensor(actions.reshape(-1), device=self.device).long()
+        elif isinstance(self.action_space, spaces.Box):
+            # flat, as SB3's RolloutBuffer stores them: the Gaussian's event shape is (prod(shape),)
+            actions_t = th.as_tensor(actions.reshape(len(idx), -1), device=self.device).float()
         else:
             actions_t = th.as_tensor(actions, device=self.device).float()
 
