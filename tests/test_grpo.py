@@ -820,7 +820,9 @@ def test_multidimensional_box_actions(use_sde):
     # SB3's test_spaces.py: a Box action space of shape (2, 2); the Gaussian's event is the flat action.
     action_space = gym.spaces.Box(-1, 1, (2, 2), np.float32)
     env = gym.wrappers.TimeLimit(AnySpacesEnv(gym.spaces.Box(-1, 1, (3,), np.float32), action_space), 10)
-    model = GRPO("MlpPolicy", env, n_steps=20, group_size=2, use_sde=use_sde, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu")
+    model = GRPO(
+        "MlpPolicy", env, n_steps=20, group_size=2, use_sde=use_sde, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu"
+    )
     model._setup_learn(40, None)
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     buffer = model.rollout_buffer

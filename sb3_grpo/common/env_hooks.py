@@ -103,14 +103,14 @@ def _make_reset(cls: type) -> Any:
             kwargs.pop("options", None)
         pending = self.__dict__.pop(_PENDING, None)
         if pending is None:
-            return super(cls, self).reset(**kwargs)  # type: ignore[misc]  # cls is built at run time
+            return super(cls, self).reset(**kwargs)  # type: ignore[arg-type]  # cls is built at run time
         if pending[0] == "restore":
-            _, info = super(cls, self).reset(**{**kwargs, "seed": None})  # type: ignore[misc]
+            _, info = super(cls, self).reset(**{**kwargs, "seed": None})  # type: ignore[arg-type]
             obs = _snapshotter(self).set(self, pending[1])
             info = dict(info)
             info[INFO_KEY] = (pending[2], -1, observation_digest(obs))
             return obs, info
-        obs, info = super(cls, self).reset(**{**kwargs, "seed": pending[0]})  # type: ignore[misc]
+        obs, info = super(cls, self).reset(**{**kwargs, "seed": pending[0]})  # type: ignore[arg-type]
         info = dict(info)
         info[INFO_KEY] = (pending[1], pending[0], observation_digest(obs))
         return obs, info

@@ -38,9 +38,10 @@ __all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "actor_n
 def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]:
     """The hidden layer sizes of GRPO's actor from any ``net_arch`` form SB3's ``ActorCriticPolicy`` accepts.
 
-    ``None`` gives ``default`` (``[64, 64]`` unless given); a list of ints is used as is; ``dict(pi=[...], vf=[...])`` uses ``pi`` (``vf`` is
-    ignored with a warning: GRPO has no critic); SB3's older ``[dict(pi=[...], vf=[...])]`` (a list holding one
-    such dict) is converted with SB3's deprecation warning, then read as the dict.
+    ``None`` gives ``default`` (``[64, 64]`` unless given); a list of ints is used as is; ``dict(pi=[...],
+    vf=[...])`` uses ``pi`` (``vf`` is ignored with a warning: GRPO has no critic); SB3's older
+    ``[dict(pi=[...], vf=[...])]`` (a list holding one such dict) is converted with SB3's deprecation warning, then
+    read as the dict.
 
     :raises ValueError: for any other form, saying which forms are accepted.
     """
@@ -61,9 +62,7 @@ def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
-            raise ValueError(
-                f"net_arch dict keys must be 'pi' (and 'vf', ignored: GRPO has no critic), got {sorted(unknown)}"
-            )
+            raise ValueError(f"net_arch dict keys must be 'pi' (and 'vf', ignored: GRPO has no critic), got {sorted(unknown)}")
         if "vf" in net_arch:
             warnings.warn(
                 f"GRPO has no value network: net_arch['vf'] = {net_arch['vf']!r} is ignored (the actor uses "
