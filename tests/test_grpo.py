@@ -855,3 +855,16 @@ def test_the_default_estimator_passes_sb3s_identity_test(kind):
     model.learn(1200)
     mean, _ = evaluate_policy(model, venv, n_eval_episodes=20, warn=False)
     assert mean >= 90
+
+
+def test_custom_training_loop_sees_a_full_buffer():
+    # SB3's custom loops: _setup_learn, then collect_rollouts / train, checking rollout_buffer.full as for PPO
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=32, group_size=2, batch_size=32, seed=0, device="cpu")
+    assert not model.rollout_buffer.full
+    _, callback = model._setup_learn(256)
+    for _ in range(2):
+        assert model.collect_rollouts(model.get_env(), callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
+        assert model.rollout_buffer.full and model.rollout_buffer.size >= model.n_steps
+        model.train()
+    model.rollout_buffer.reset()
+    assert not model.rollout_buffer.full
