@@ -142,6 +142,8 @@ class GroupRolloutBuffer:
         self.trajectory = np.zeros(0, dtype=np.int64)
         self.n_trajectories = 0
         self.group_ids = np.zeros(0, dtype=np.int64)  # per trajectory (set by the algorithm)
+        #: SB3's ``RolloutBuffer.full``: True once a rollout has filled the buffer (custom loops check it)
+        self.full = False
 
     @property
     def size(self) -> int:
@@ -166,6 +168,7 @@ class GroupRolloutBuffer:
         self.ref_log_prob = np.zeros_like(self.old_log_prob)
         self.n_trajectories = int(self.trajectory.max()) + 1 if len(self.trajectory) else 0
         self._offsets = np.r_[0, np.cumsum(np.bincount(self.trajectory, minlength=self.n_trajectories))]
+        self.full = True
 
     def observation_batches(self, batch_size: int) -> Generator[Any, None, None]:
         """All observations in order, in chunks (for one-off forward passes such as the reference policy)."""
@@ -213,6 +216,9 @@ class GroupRolloutBuffer:
         actions = self.actions[idx]
         if isinstance(self.action_space, spaces.Discrete):
             actions_t = th.as_tensor(actions.reshape(-1), device=self.device).long()
+        elif isinstance(self.action_space, spaces.Box):
+            # flat, as SB3's RolloutBuffer stores them: the Gaussian's event shape is (prod(shape),)
+            actions_t = th.as_tensor(actions.reshape(len(idx), -1), device=self.device).float()
         else:
             actions_t = th.as_tensor(actions, device=self.device).float()
 

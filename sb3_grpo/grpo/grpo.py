@@ -193,7 +193,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
     Each rollout runs groups of ``group_size`` trajectories; the members of a group start from the same state
     (every slot of the VecEnv is reset with the group's seed, through whatever wrappers are stacked on it). Each
     finished trajectory is scored by the reward functions, and the advantage estimator compares it with its group
-    (default ``group_zscore``: ``(R_i - mean_group) / std_group`` on every step). The loss per step is the clipped
+    (default ``group_auto``: where every trajectory is rewarded on its last step only, DeepSeekMath's
+    ``group_zscore``, ``(R_i - mean_group) / std_group`` on every step; otherwise ``group_step_baseline``, at every
+    step the member's discounted reward-to-go minus the mean of the other members' at the same step, divided by the
+    batch's standard deviation). The loss per step is the clipped
     surrogate ``min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = pi_theta / pi_old``, minus
     ``beta * KL_k3(pi_theta || pi_ref)`` with ``KL_k3 = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``, averaged as
     ``loss_type`` says.
@@ -242,8 +245,13 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         bonus can look far ahead while a speed reward is credited to the steps around it:
         ``reward_functions=["without_healthy_reward", "healthy_reward"], reward_gammas=[0.97, 0.999]`` on Hopper-v5.
         Reward functions still see ``gamma`` in ``Trajectory.gamma``.
-    :param advantage_estimator: a registered estimator name, class or instance that fits GRPO (default
-        ``"group_zscore"``; ``"group_step_baseline"`` for long dense-reward episodes).
+    :param advantage_estimator: a registered estimator name, class or instance that fits GRPO. Default
+        ``"group_auto"``, decided by each batch's rewards: ``"group_zscore"`` (one score per whole trajectory,
+        DeepSeekMath's outcome supervision) where every trajectory is rewarded on its last step only (reward
+        functions that return one float, such as ``arithmetic_exact_match``), ``"group_step_baseline"`` (a per-step
+        group baseline, which credits each step with the rewards that follow it) where rewards come at every step
+        (SB3's identity envs, CartPole-v1, Pendulum-v1, MuJoCo). Each half is the better one on its kind of task;
+        measured in ``benchmarks/default_estimator.py`` (table in the GRPO module docs, "Why this default").
     :param advantage_kwargs: options of the estimator.
     :param ent_coef: entropy bonus coefficient.
     :param max_grad_norm: gradient clipping norm (a number > 0).
@@ -332,7 +340,7 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
         reward_gammas: Sequence[float] | None = None,
-        advantage_estimator: Any = "group_zscore",
+        advantage_estimator: Any = "group_auto",
         advantage_kwargs: dict[str, Any] | None = None,
         ent_coef: float = 0.0,
         max_grad_norm: float = 0.5,
@@ -738,7 +746,10 @@ class GRPO(SafeSaveMixin, ClampedProgressMixin, OnPolicyAlgorithm):
         actions = actions_t.cpu().numpy()
         clipped = actions
         if isinstance(self.action_space, spaces.Box):
-            clipped = np.clip(actions, self.action_space.low, self.action_space.high)
+            if self.policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
+                clipped = self.policy.unscale_action(actions)
+            else:
+                clipped = np.clip(actions, self.action_space.low, self.action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
         self.num_timesteps += env.num_envs
         if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
