@@ -308,7 +308,7 @@ def _reached(logs: Sequence[RunLog], threshold: float | None) -> str:
         return "n/a"
     steps = [next((t for t, score in log.evals if score >= threshold), None) for log in logs]
     hits = [s for s in steps if s is not None]
-    median = f", median {np.median(hits) / 1000:.0f}k steps" if hits else ""
+    median = f", median {np.median(hits):,.0f} steps" if hits else ""
     return f"{len(hits)}/{len(logs)}{median}"
 
 
@@ -345,13 +345,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     study = STUDIES[args.study]
     budget = args.budget or study.budget
+    commit, date = _commit(), time.strftime("%Y-%m-%d")
     results = run_study(args.study, args.seeds, args.envs, budget, args.eval_freq, args.n_eval_episodes)
     for env_id, by_setting in results.items():
         seconds = sum(log.seconds for logs in by_setting.values() for log in logs)
         print(
             f"\n{study.algo} `{study.option}` on {env_id}: zoo entry, {budget:,} steps, seeds "
             f"{' '.join(map(str, args.seeds))}, greedy evaluation on {args.n_eval_episodes} episodes every "
-            f"{args.eval_freq:,} steps and at the end; {time.strftime('%Y-%m-%d')}, commit {_commit()}, "
+            f"{args.eval_freq:,} steps and at the end; {date}, commit {commit}, "
             f"{seconds:.0f} s of training.\n"
         )
         print(format_table(args.study, env_id, by_setting))

@@ -1,0 +1,70 @@
+"""benchmarks/option_studies.py: a tiny study end to end, the table's shape, and the metrics on a hand-made run."""
+
+import numpy as np
+import pytest
+
+from benchmarks import option_studies
+from benchmarks.option_studies import CLIPPED, DROPPED, KL_IN_BAND, SKIPPED, STUDIES, RunLog, format_table, main
+
+
+def test_a_tiny_study_prints_one_row_per_setting(capsys):
+    args = "--study mask_truncated --envs CartPole-v1 --seeds 0 1 --budget 300 --eval-freq 200 --n-eval-episodes 1"
+    main(args.split())
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("|")]
+    study = STUDIES["mask_truncated"]
+    n_columns = 3 + len(study.metrics)
+    assert len(table) == 2 + len(study.variants)  # header, separator, a row per setting
+    assert (
+        table[0] == "| mask_truncated | final eval | seeds reaching 475 | steps dropped from the loss | updates with no step |"
+    )
+    assert all(line.count("|") == n_columns + 1 for line in table)
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| False", "| True"]
+    assert "300 steps, seeds 0 1" in out
+    # Two seeds: "mean ± std" in every cell of a measured column, "k/2" seeds at the threshold.
+    for line in table[2:]:
+        cells = line.strip("|").split(" | ")
+        assert "±" in cells[1] and cells[2].strip().endswith("/2")
+
+
+def test_metrics_and_table_from_hand_made_runs():
+    runs = [
+        RunLog(
+            grad_norms=[0.2, 1.0, 3.0, 0.4], max_grad_norm=0.5, dropped=[0.0, 1.0, 0.5, 0.5], evals=[(100, 10.0), (200, 480.0)]
+        ),
+        RunLog(grad_norms=[0.1, 0.1], max_grad_norm=0.5, dropped=[0.0, 0.0], evals=[(100, 20.0), (200, 30.0)]),
+    ]
+    assert CLIPPED.fn(runs[0]) == 0.5 and CLIPPED.fn(runs[1]) == 0.0
+    assert DROPPED.fn(runs[0]) == 0.5 and SKIPPED.fn(runs[0]) == 0.25
+    table = format_table("mask_truncated", "CartPole-v1", {"x": runs}).splitlines()
+    assert table[2] == "| x | 255.0 ± 225.0 | 1/2, median 200 steps | 0.25 ± 0.25 | 0.12 ± 0.12 |"
+
+
+def test_kl_band_counts_updates_within_a_factor_of_1_5_of_the_target():
+    run = RunLog(target_kl=0.01, updates=[{"train/kl": kl} for kl in (0.001, 0.007, 0.01, 0.015, 0.02)])
+    assert KL_IN_BAND.fn(run) == pytest.approx(3 / 5)
+
+
+def test_every_study_names_options_the_algorithm_takes():
+    import inspect
+
+    from benchmarks.harness import algorithm_class
+
+    for name, study in STUDIES.items():
+        parameters = inspect.signature(algorithm_class(study.algo)).parameters
+        for _, overrides in study.variants:
+            assert set(overrides) <= set(parameters), (name, overrides)
+        assert study.option == name and any(name in overrides for _, overrides in study.variants)
+
+
+def test_grad_norm_recording_restores_torch():
+    import torch
+
+    original = torch.nn.utils.clip_grad_norm_
+    norms: list[float] = []
+    p = torch.nn.Parameter(torch.ones(4))
+    p.grad = torch.full((4,), 2.0)
+    with option_studies._recording_grad_norms(norms):
+        torch.nn.utils.clip_grad_norm_([p], 1.0)
+    assert torch.nn.utils.clip_grad_norm_ is original
+    assert np.isclose(norms, [4.0]).all() and np.isclose(p.grad.norm().item(), 1.0, atol=1e-5)
