@@ -275,14 +275,21 @@ def run_study(
     budget: int | None = None,
     eval_freq: int = 10_000,
     n_eval_episodes: int = 10,
+    settings: Sequence[str] | None = None,
     progress: bool = True,
 ) -> dict[str, dict[str, list[RunLog]]]:
-    """``{env: {setting label: [one RunLog per seed]}}``."""
+    """``{env: {setting label: [one RunLog per seed]}}`` (``settings``: only the settings with these labels)."""
     study = STUDIES[name]
+    labels = [label for label, _ in study.variants]
+    unknown = sorted(set(settings or ()) - set(labels))
+    if unknown:
+        raise ValueError(f"Unknown settings {unknown} for the {name} study; its settings are {labels}.")
     results: dict[str, dict[str, list[RunLog]]] = {}
     for env_id in envs or study.envs:
         results[env_id] = {}
         for label, overrides in study.variants:
+            if settings and label not in settings:
+                continue
             logs = results[env_id].setdefault(label, [])
             for seed in seeds:
                 log = run(study.algo, env_id, seed, overrides, budget or study.budget, eval_freq, n_eval_episodes)
@@ -342,11 +349,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=None, help="env steps per run (default: the study's, 50k)")
     parser.add_argument("--eval-freq", type=int, default=10_000)
     parser.add_argument("--n-eval-episodes", type=int, default=10)
+    parser.add_argument("--settings", nargs="+", default=None, help="only these settings (their labels in the table)")
     args = parser.parse_args(argv)
     study = STUDIES[args.study]
     budget = args.budget or study.budget
     commit, date = _commit(), time.strftime("%Y-%m-%d")
-    results = run_study(args.study, args.seeds, args.envs, budget, args.eval_freq, args.n_eval_episodes)
+    results = run_study(args.study, args.seeds, args.envs, budget, args.eval_freq, args.n_eval_episodes, args.settings)
     for env_id, by_setting in results.items():
         seconds = sum(log.seconds for logs in by_setting.values() for log in logs)
         print(

@@ -68,3 +68,8 @@ def test_grad_norm_recording_restores_torch():
         torch.nn.utils.clip_grad_norm_([p], 1.0)
     assert torch.nn.utils.clip_grad_norm_ is original
     assert np.isclose(norms, [4.0]).all() and np.isclose(p.grad.norm().item(), 1.0, atol=1e-5)
+
+
+def test_an_unknown_setting_names_the_study_s_settings():
+    with pytest.raises(ValueError, match=r"Unknown settings \['G=5, mean'\] for the group_loss_scale study.*'G=4, mean'"):
+        option_studies.run_study("group_loss_scale", [0], settings=["G=5, mean"])
