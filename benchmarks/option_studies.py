@@ -113,6 +113,16 @@ class Study:
     variants: tuple[tuple[str, dict[str, Any]], ...]
     metrics: tuple[Metric, ...]
     budget: int = 50_000
+    #: Pairs of constructor arguments claimed to train to the same parameters: (claim, arguments a, arguments b).
+    equivalences: tuple[tuple[str, dict[str, Any], dict[str, Any]], ...] = ()
+
+
+def _adam_eps(eps: float) -> dict[str, Any]:
+    return {"policy_kwargs": {"optimizer_kwargs": {"eps": eps}}}
+
+
+#: The Adam epsilon of the policies (as SB3's ActorCriticPolicy).
+ADAM_EPS = 1e-5
 
 
 def _group_loss_scale_variants() -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -133,6 +143,17 @@ STUDIES: dict[str, Study] = {
         ("CartPole-v1",),
         _group_loss_scale_variants(),
         (GRAD_NORM, CLIPPED, APPROX_KL),
+        equivalences=(
+            *(
+                (
+                    f"G={g}: sqrt = mean with max_grad_norm and Adam's eps divided by sqrt(G)",
+                    {"group_size": g, "group_loss_scale": "sqrt"},
+                    {"group_size": g, "max_grad_norm": 0.5 / g**0.5, **_adam_eps(ADAM_EPS / g**0.5)},
+                )
+                for g in (8, 32)
+            ),
+            ("control, G=8: sqrt against mean", {"group_size": 8, "group_loss_scale": "sqrt"}, {"group_size": 8}),
+        ),
     ),
     "importance_sampling_level": Study(
         "grpo",
@@ -171,6 +192,18 @@ STUDIES: dict[str, Study] = {
             ),
         ),
         (GRAD_NORM, CLIPPED, APPROX_KL),
+        equivalences=(
+            (
+                "loss_constant 50 = loss_constant 5000 with max_grad_norm and Adam's eps divided by 100",
+                {"loss_type": "dr_grpo", "loss_constant": 50.0},
+                {"loss_type": "dr_grpo", "loss_constant": 5000.0, "max_grad_norm": 0.005, **_adam_eps(ADAM_EPS / 100)},
+            ),
+            (
+                "control: loss_constant 50 against 5000",
+                {"loss_type": "dr_grpo", "loss_constant": 50.0},
+                {"loss_type": "dr_grpo", "loss_constant": 5000.0},
+            ),
+        ),
     ),
     "line_search_accept_ratio": Study(
         "exact_trpo",
@@ -266,6 +299,23 @@ def run(
     # Only GRPO's gradient steps are all policy steps (the critic algorithms also clip their critic's).
     log.grad_norms = policy_norms if algo == "grpo" else []
     return log
+
+
+def parameter_difference(algo: str, a: dict[str, Any], b: dict[str, Any], steps: int = 3_000, seed: int = 3) -> float:
+    """Train ``algo`` on CartPole-v1 (one env, 64-step rollouts) with arguments ``a`` and with ``b`` from the same
+    seed; the largest absolute difference between their policy parameters afterwards."""
+    import torch as th
+
+    from benchmarks.harness import algorithm_class
+
+    th.set_num_threads(1)
+    flat = []
+    for kwargs in (a, b):
+        base = {"n_steps": 64, "batch_size": 128, "max_grad_norm": 0.5}
+        model = algorithm_class(algo)("MlpPolicy", "CartPole-v1", seed=seed, device="cpu", **{**base, **kwargs})
+        model.learn(steps)
+        flat.append(th.cat([p.detach().flatten() for p in model.policy.parameters()]))
+    return float((flat[0] - flat[1]).abs().max())
 
 
 def run_study(
@@ -364,6 +414,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{seconds:.0f} s of training.\n"
         )
         print(format_table(args.study, env_id, by_setting))
+    if study.equivalences:
+        print("\nSame parameters after 3,000 steps on CartPole-v1 (seed 3)?\n")
+        print("| claim | max abs difference of the policy parameters |\n|---|---|")
+        for claim, a, b in study.equivalences:
+            print(f"| {claim} | {parameter_difference(study.algo, a, b):.1e} |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,17 @@ import numpy as np
 import pytest
 
 from benchmarks import option_studies
-from benchmarks.option_studies import CLIPPED, DROPPED, KL_IN_BAND, SKIPPED, STUDIES, RunLog, format_table, main
+from benchmarks.option_studies import (
+    CLIPPED,
+    DROPPED,
+    KL_IN_BAND,
+    SKIPPED,
+    STUDIES,
+    RunLog,
+    format_table,
+    main,
+    parameter_difference,
+)
 
 
 def test_a_tiny_study_prints_one_row_per_setting(capsys):
@@ -73,3 +83,11 @@ def test_grad_norm_recording_restores_torch():
 def test_an_unknown_setting_names_the_study_s_settings():
     with pytest.raises(ValueError, match=r"Unknown settings \['G=5, mean'\] for the group_loss_scale study.*'G=4, mean'"):
         option_studies.run_study("group_loss_scale", [0], settings=["G=5, mean"])
+
+
+def test_a_constant_loss_scale_is_the_same_training_as_scaled_clipping_and_adam_eps():
+    # group_loss_scale="sqrt" multiplies the loss by sqrt(G) = 2: with Adam that is max_grad_norm and eps halved.
+    sqrt = {"group_size": 4, "group_loss_scale": "sqrt"}
+    scaled = {"group_size": 4, "max_grad_norm": 0.25, "policy_kwargs": {"optimizer_kwargs": {"eps": 0.5e-5}}}
+    assert parameter_difference("grpo", sqrt, scaled, steps=400) < 1e-5
+    assert parameter_difference("grpo", sqrt, {"group_size": 4}, steps=400) > 1e-3  # the control: it does train
