@@ -391,6 +391,15 @@ def _commit() -> str:
         return "unknown"
 
 
+def print_checks(study: Study) -> None:
+    """Print the study's same-parameters checks (none: nothing)."""
+    if study.equivalences:
+        print(f"\nSame parameters after 3,000 steps on CartPole-v1 (seed 3)? Commit {_commit()}.\n")
+        print("| claim | max abs difference of the policy parameters |\n|---|---|")
+        for claim, a, b in study.equivalences:
+            print(f"| {claim} | {parameter_difference(study.algo, a, b):.1e} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", required=True, choices=sorted(STUDIES))
@@ -400,8 +409,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-freq", type=int, default=10_000)
     parser.add_argument("--n-eval-episodes", type=int, default=10)
     parser.add_argument("--settings", nargs="+", default=None, help="only these settings (their labels in the table)")
+    parser.add_argument("--checks-only", action="store_true", help="only the study's same-parameters checks")
     args = parser.parse_args(argv)
     study = STUDIES[args.study]
+    if args.checks_only:
+        print_checks(study)
+        return
     budget = args.budget or study.budget
     commit, date = _commit(), time.strftime("%Y-%m-%d")
     results = run_study(args.study, args.seeds, args.envs, budget, args.eval_freq, args.n_eval_episodes, args.settings)
@@ -414,11 +427,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{seconds:.0f} s of training.\n"
         )
         print(format_table(args.study, env_id, by_setting))
-    if study.equivalences:
-        print("\nSame parameters after 3,000 steps on CartPole-v1 (seed 3)?\n")
-        print("| claim | max abs difference of the policy parameters |\n|---|---|")
-        for claim, a, b in study.equivalences:
-            print(f"| {claim} | {parameter_difference(study.algo, a, b):.1e} |")
+    print_checks(study)
 
 
 if __name__ == "__main__":
