@@ -11,6 +11,7 @@ from benchmarks.option_studies import (
     SKIPPED,
     STUDIES,
     RunLog,
+    Study,
     format_table,
     main,
     parameter_difference,
@@ -18,26 +19,28 @@ from benchmarks.option_studies import (
 
 
 def test_a_tiny_study_prints_one_row_per_setting(capsys):
-    args = "--study mask_truncated --envs CartPole-v1 --seeds 0 1 --budget 300 --eval-freq 200 --n-eval-episodes 1"
-    main(args.split())
+    args = "--study importance_sampling_level --envs CartPole-v1 --seeds 0 1 --budget 300 --eval-freq 200"
+    main([*args.split(), "--n-eval-episodes", "1", "--settings", "step", "trajectory (GSPO)"])
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if line.startswith("|")]
-    study = STUDIES["mask_truncated"]
-    n_columns = 3 + len(study.metrics)
-    assert len(table) == 2 + len(study.variants)  # header, separator, a row per setting
-    assert (
-        table[0] == "| mask_truncated | final eval | seeds reaching 475 | steps dropped from the loss | updates with no step |"
+    n_columns = 3 + len(STUDIES["importance_sampling_level"].metrics)
+    assert len(table) == 2 + 2  # header, separator, a row per setting asked for
+    assert table[0] == (
+        "| importance_sampling_level | final eval | seeds reaching 475 | ratio clip fraction | approx KL per update "
+        "| grad steps per update |"
     )
     assert all(line.count("|") == n_columns + 1 for line in table)
-    assert [line.split(" | ")[0] for line in table[2:]] == ["| False", "| True"]
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| step", "| trajectory (GSPO)"]
     assert "300 steps, seeds 0 1" in out
     # Two seeds: "mean ± std" in every cell of a measured column, "k/2" seeds at the threshold.
     for line in table[2:]:
         cells = line.strip("|").split(" | ")
-        assert "±" in cells[1] and cells[2].strip().endswith("/2")
+        assert "±" in cells[1] and cells[2].strip().startswith(("0/2", "1/2", "2/2"))
+        assert all("±" in cell for cell in cells[3:])
 
 
-def test_metrics_and_table_from_hand_made_runs():
+def test_metrics_and_table_from_hand_made_runs(monkeypatch):
+    monkeypatch.setitem(STUDIES, "made_up", Study("grpo", "made_up", ("CartPole-v1",), (), (DROPPED, SKIPPED)))
     runs = [
         RunLog(
             grad_norms=[0.2, 1.0, 3.0, 0.4], max_grad_norm=0.5, dropped=[0.0, 1.0, 0.5, 0.5], evals=[(100, 10.0), (200, 480.0)]
@@ -46,7 +49,7 @@ def test_metrics_and_table_from_hand_made_runs():
     ]
     assert CLIPPED.fn(runs[0]) == 0.5 and CLIPPED.fn(runs[1]) == 0.0
     assert DROPPED.fn(runs[0]) == 0.5 and SKIPPED.fn(runs[0]) == 0.25
-    table = format_table("mask_truncated", "CartPole-v1", {"x": runs}).splitlines()
+    table = format_table("made_up", "CartPole-v1", {"x": runs}).splitlines()
     assert table[2] == "| x | 255.0 ± 225.0 | 1/2, median 200 steps | 0.25 ± 0.25 | 0.12 ± 0.12 |"
 
 
