@@ -383,6 +383,20 @@ def format_table(name: str, env_id: str, results: dict[str, list[RunLog]]) -> st
     return "\n".join(lines)
 
 
+def overshoot_note(results: dict[str, list[RunLog]], budget: int, tolerance: float = 0.05) -> str:
+    """A line naming the settings whose runs trained more than ``tolerance`` past the budget ("" if none): ``learn``
+    finishes its last rollout, and a GRPO rollout holds whole groups."""
+    over = {
+        label: max(log.evals[-1][0] for log in logs)
+        for label, logs in results.items()
+        if max(log.evals[-1][0] for log in logs) > budget * (1 + tolerance)
+    }
+    if not over:
+        return ""
+    listed = "; ".join(f"{label}: {steps:,}" for label, steps in over.items())
+    return f"Runs finish their last rollout; most steps trained, where over {budget:,} by more than {tolerance:.0%}: {listed}."
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -427,6 +441,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{seconds:.0f} s of training.\n"
         )
         print(format_table(args.study, env_id, by_setting))
+        note = overshoot_note(by_setting, budget)
+        if note:
+            print(f"\n{note}")
     print_checks(study)
 
 

@@ -14,6 +14,7 @@ from benchmarks.option_studies import (
     Study,
     format_table,
     main,
+    overshoot_note,
     parameter_difference,
 )
 
@@ -94,3 +95,13 @@ def test_a_constant_loss_scale_is_the_same_training_as_scaled_clipping_and_adam_
     scaled = {"group_size": 4, "max_grad_norm": 0.25, "policy_kwargs": {"optimizer_kwargs": {"eps": 0.5e-5}}}
     assert parameter_difference("grpo", sqrt, scaled, steps=400) < 1e-5
     assert parameter_difference("grpo", sqrt, {"group_size": 4}, steps=400) > 1e-3  # the control: it does train
+
+
+def test_overshoot_note_names_the_settings_that_trained_past_the_budget():
+    runs = {
+        "G=4": [RunLog(evals=[(50_400, 1.0)]), RunLog(evals=[(50_100, 1.0)])],
+        "G=32": [RunLog(evals=[(63_416, 1.0)]), RunLog(evals=[(51_000, 1.0)])],
+    }
+    note = overshoot_note(runs, 50_000)
+    assert note.endswith("over 50,000 by more than 5%: G=32: 63,416.")
+    assert overshoot_note({"G=4": runs["G=4"]}, 50_000) == ""
