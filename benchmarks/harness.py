@@ -107,15 +107,18 @@ def _schedule(value: Any) -> Any:
     return value
 
 
-def build(algo: str, env_id: str, seed: int, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
+def build(
+    algo: str, env_id: str, seed: int, device: str = "cpu", overrides: dict[str, Any] | None = None
+) -> tuple[Any, Any, dict[str, Any]]:
     """Model, eval env and the hyperparameters used: the zoo entry as written (schedules as ``lin_<x>`` strings),
-    without ``n_timesteps``."""
+    without ``n_timesteps``, with ``overrides`` (hyperparameters in the entry's format) replacing its values."""
     import torch.nn as nn
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     entry = load_hyperparams(algo, env_id)
     entry.pop("n_timesteps", None)
+    entry.update(overrides or {})
     hp = dict(entry)
     n_envs = int(hp.pop("n_envs", 1))
     policy = hp.pop("policy", "MlpPolicy")

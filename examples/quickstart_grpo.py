@@ -1,8 +1,9 @@
 """
 Quickstart: GRPO on CartPole-v1.
 
-GRPO has no critic. Each rollout runs groups of ``group_size`` trajectories that start from the same state; a
-trajectory's advantage is its return relative to the other members of its group.
+GRPO has no critic. Each rollout runs groups of ``group_size`` trajectories that start from the same state; with
+CartPole's per-step rewards the default estimator (``group_auto``) gives a step the reward that followed it relative
+to what the other members of its group collected from the same step on (``group_step_baseline``).
 
 Runtime: about 30-60 s on one CPU core (100,000 env steps). Expected output: ``eval: 500.0 +/- 0.0`` or close to it.
 

@@ -96,3 +96,30 @@ class RaisesInStepEnv(TargetEnv):
         if self.t == 3:
             raise ValueError("the env broke at step 4")
         return super().step(action)
+
+
+class NoOptionsResetEnv(TargetEnv):
+    """An older-style env whose ``reset(self, seed=None)`` takes no ``options`` keyword (SB3's DummyVecEnv copes)."""
+
+    def reset(self, seed=None):  # type: ignore[override]
+        return super().reset(seed=seed)
+
+
+class AnySpacesEnv(gym.Env):
+    """Any observation and action spaces (SB3's ``DummyEnv`` of ``tests/test_spaces.py``), with reproducible seeded
+    resets: observations are sampled from the observation space, seeded by the reset seed; reward: minus the mean
+    squared action (Box) or 0."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space):
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.observation_space.seed(seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        reward = -float(np.mean(np.square(action))) if isinstance(self.action_space, spaces.Box) else 0.0
+        return self.observation_space.sample(), reward, False, False, {}

@@ -467,3 +467,35 @@ def test_bad_estimator_options():
         get_advantage_estimator("n_step", n=0)
     with pytest.raises(TypeError, match="accepts: n"):
         get_advantage_estimator("n_step", lam=3)
+
+
+def test_group_auto_is_group_zscore_on_outcome_only_rewards():
+    # rewards on the last step only (lengths differ): outcome supervision, group_zscore exactly
+    inputs = group_inputs(lengths=[1, 3, 2, 2, 4])
+    auto = get_advantage_estimator("group_auto")
+    assert auto.outcome_only(inputs)
+    np.testing.assert_array_equal(run_estimator(auto, inputs).advantages, adv("group_zscore", inputs).advantages)
+    assert auto.last_mode == "outcome"
+
+
+def test_group_auto_is_group_step_baseline_on_per_step_rewards():
+    # one nonzero reward before a trajectory's last step is enough: process supervision, group_step_baseline exactly
+    step_rewards = [np.array([0.0, 1.0]), np.array([0.5, 0.0, 2.0]), np.array([0.0, 3.0]), np.array([1.0]), np.array([2.0])]
+    inputs = group_inputs(step_rewards=step_rewards)
+    auto = get_advantage_estimator("group_auto", step_kwargs=dict(scale="none"))
+    assert not auto.outcome_only(inputs)
+    expected = adv("group_step_baseline", inputs, scale="none").advantages
+    np.testing.assert_array_equal(run_estimator(auto, inputs).advantages, expected)
+    assert auto.last_mode == "step"
+    # by hand, group 0 = trajectories 0, 1, 2 (gamma 0.9): G_0 = (0.9, 0.5 + 1.62, 2.7), at t = 0 trajectory 1 gets
+    # 2.12 - (0.9 + 2.7) / 2 = 0.32
+    assert np.isclose(expected[0, 1], 0.32)
+
+
+def test_group_auto_passes_each_half_its_options():
+    auto = get_advantage_estimator("group_auto", outcome_kwargs=dict(scale="none"), step_kwargs=dict(lam=0.9))
+    inputs = group_inputs()
+    np.testing.assert_allclose(per_trajectory(run_estimator(auto, inputs), inputs), [-2, 0, 2, 0, 0])  # R_i - mean_g
+    assert auto._step.lam == 0.9 and not auto.accepts_reward_streams  # reward_gammas need lam=1, as group_step_baseline
+    with pytest.raises(EstimatorError, match="lam must be in"):
+        get_advantage_estimator("group_auto", step_kwargs=dict(lam=2.0))

@@ -142,7 +142,17 @@ class AlgorithmMixin:
 
     def _check_shared_arguments(self, gradient_clipping: bool = True) -> None:
         """Check the SB3 arguments every algorithm has: ``gamma``, ``gae_lambda``, ``n_steps``, ``n_epochs`` (where
-        the algorithm has it), ``ent_coef`` and, with ``gradient_clipping``, ``max_grad_norm``."""
+        the algorithm has it), ``ent_coef``, with ``gradient_clipping`` ``max_grad_norm``, and the observation space.
+        """
+        observation_space = getattr(self, "observation_space", None)
+        if observation_space is not None and not isinstance(
+            observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
+        ):
+            raise NotImplementedError(
+                f"{self._algorithm_name}: {observation_space} observation space is not supported (as in SB3, the "
+                "observation space must be a Box, Discrete, MultiDiscrete, MultiBinary or Dict). Use a Dict observation "
+                "space, or flatten the observation with gymnasium.wrappers.FlattenObservation."
+            )
         if not 0 <= self.gamma <= 1:
             self._fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
         if not 0 <= self.gae_lambda <= 1:

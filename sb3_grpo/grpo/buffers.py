@@ -67,6 +67,8 @@ class GroupRolloutBuffer:
         self.group_ids = np.zeros(0, dtype=np.int64)  # per trajectory (set by the algorithm)
         #: the batch's statistics (see :func:`sb3_grpo.grpo.batch.build_batch`)
         self.stats: dict[str, float] = {}
+        #: SB3's ``RolloutBuffer.full``: True once a rollout has filled the buffer (custom loops check it)
+        self.full = False
 
     @property
     def size(self) -> int:
@@ -91,6 +93,7 @@ class GroupRolloutBuffer:
         self.ref_log_prob = np.zeros_like(self.old_log_prob)
         self.n_trajectories = int(self.trajectory.max()) + 1 if len(self.trajectory) else 0
         self._offsets = np.r_[0, np.cumsum(np.bincount(self.trajectory, minlength=self.n_trajectories))]
+        self.full = True
 
     def in_order(self, chunk: int) -> Generator[GroupRolloutBufferSamples, None, None]:
         """The whole batch in its order, ``chunk`` steps at a time."""
@@ -144,6 +147,9 @@ class GroupRolloutBuffer:
         actions = self.actions[idx]
         if isinstance(self.action_space, spaces.Discrete):
             actions_t = th.as_tensor(actions.reshape(-1), device=self.device).long()
+        elif isinstance(self.action_space, spaces.Box):
+            # flat, as SB3's RolloutBuffer stores them: the Gaussian's event shape is (prod(shape),)
+            actions_t = th.as_tensor(actions.reshape(len(idx), -1), device=self.device).float()
         else:
             actions_t = th.as_tensor(actions, device=self.device).float()
 

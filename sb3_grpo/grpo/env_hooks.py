@@ -100,17 +100,22 @@ def _schedule_restore(self: Any, snapshot: Any, ticket: int) -> None:
 
 
 def _make_reset(cls: type) -> Any:
-    def reset(self: Any, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    # Keywords are passed on as given, as SB3's VecEnvs do: ``options`` only when there are options, so an env whose
+    # ``reset(self, seed=None)`` takes no ``options`` works as it does under SB3 (DummyVecEnv's automatic reset passes
+    # no keyword at all). A scheduled reset replaces only ``seed``.
+    def reset(self: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if kwargs.get("options") is None:
+            kwargs.pop("options", None)
         pending = self.__dict__.pop(_PENDING, None)
         if pending is None:
-            return super(cls, self).reset(seed=seed, options=options)  # type: ignore[arg-type]  # cls is built at run time
+            return super(cls, self).reset(**kwargs)  # type: ignore[arg-type]  # cls is built at run time
         if pending[0] == "restore":
-            _, info = super(cls, self).reset(seed=None, options=options)  # type: ignore[arg-type]
+            _, info = super(cls, self).reset(**{**kwargs, "seed": None})  # type: ignore[arg-type]
             obs = _snapshotter(self).set(self, pending[1])
             info = dict(info)
             info[INFO_KEY] = (pending[2], -1, observation_digest(obs))
             return obs, info
-        obs, info = super(cls, self).reset(seed=pending[0], options=options)  # type: ignore[arg-type]
+        obs, info = super(cls, self).reset(**{**kwargs, "seed": pending[0]})  # type: ignore[arg-type]
         info = dict(info)
         info[INFO_KEY] = (pending[1], pending[0], observation_digest(obs))
         return obs, info

@@ -26,7 +26,7 @@ from sb3_grpo.grpo.branching import BranchingCollector, branching_problem
 from sb3_grpo.grpo.buffers import GroupRolloutBuffer
 from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
 from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
-from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError
+from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError, overshoot_limit
 from sb3_grpo.plugins import get_reward_function
 
 __all__ = ["GRPO", "NonReproducibleResetError"]
@@ -41,7 +41,10 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     Each rollout runs groups of ``group_size`` trajectories; the members of a group start from the same state
     (every slot of the VecEnv is reset with the group's seed, through whatever wrappers are stacked on it). Each
     finished trajectory is scored by the reward functions, and the advantage estimator compares it with its group
-    (default ``group_zscore``: ``(R_i - mean_group) / std_group`` on every step). The loss per step is the clipped
+    (default ``group_auto``: where every trajectory is rewarded on its last step only, DeepSeekMath's
+    ``group_zscore``, ``(R_i - mean_group) / std_group`` on every step; otherwise ``group_step_baseline``, at every
+    step the member's discounted reward-to-go minus the mean of the other members' at the same step, divided by the
+    batch's standard deviation). The loss per step is the clipped
     surrogate ``min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = pi_theta / pi_old``, minus
     ``beta * KL_k3(pi_theta || pi_ref)`` with ``KL_k3 = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``, averaged as
     ``loss_type`` says.
@@ -90,8 +93,13 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         bonus can look far ahead while a speed reward is credited to the steps around it:
         ``reward_functions=["without_healthy_reward", "healthy_reward"], reward_gammas=[0.97, 0.999]`` on Hopper-v5.
         Reward functions still see ``gamma`` in ``Trajectory.gamma``.
-    :param advantage_estimator: a registered estimator name, class or instance that fits GRPO (default
-        ``"group_zscore"``; ``"group_step_baseline"`` for long dense-reward episodes).
+    :param advantage_estimator: a registered estimator name, class or instance that fits GRPO. Default
+        ``"group_auto"``, decided by each batch's rewards: ``"group_zscore"`` (one score per whole trajectory,
+        DeepSeekMath's outcome supervision) where every trajectory is rewarded on its last step only (reward
+        functions that return one float, such as ``arithmetic_exact_match``), ``"group_step_baseline"`` (a per-step
+        group baseline, which credits each step with the rewards that follow it) where rewards come at every step
+        (SB3's identity envs, CartPole-v1, Pendulum-v1, MuJoCo). Each half is the better one on its kind of task;
+        measured in ``benchmarks/default_estimator.py`` (table in the GRPO module docs, "Why this default").
     :param advantage_kwargs: options of the estimator.
     :param ent_coef: entropy bonus coefficient.
     :param max_grad_norm: gradient clipping norm (a number > 0).
@@ -178,7 +186,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
         reward_gammas: Sequence[float] | None = None,
-        advantage_estimator: Any = "group_zscore",
+        advantage_estimator: Any = "group_auto",
         advantage_kwargs: dict[str, Any] | None = None,
         ent_coef: float = 0.0,
         max_grad_norm: float = 0.5,
@@ -325,15 +333,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 "two values if that was meant.",
                 stacklevel=3,
             )
-        observation_space = getattr(self, "observation_space", None)
-        if observation_space is not None and not isinstance(
-            observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict)
-        ):
-            raise NotImplementedError(
-                f"GRPO: {observation_space} observation space is not supported (as in SB3, the observation space must "
-                "be a Box, Discrete, MultiDiscrete, MultiBinary or Dict). Use a Dict observation space, or flatten the "
-                "observation with gymnasium.wrappers.FlattenObservation."
-            )
         if self.reward_gammas is not None:
             if len(self.reward_gammas) != len(self.reward_functions):
                 fail(
@@ -433,11 +432,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         if reset_num_timesteps:
             self._branch_states = None
         setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-        # Warn when whole groups of whole episodes take the run past twice what was asked for, or past twice one rollout
-        # of n_steps * n_envs steps (what SB3's PPO would run for a budget smaller than one rollout).
-        requested = self._total_timesteps - self.num_timesteps
-        nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
-        self._overshoot_warn_at = self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
+        self._overshoot_warn_at = overshoot_limit(self)
         return setup
 
     def _begin_rollout(self) -> None:

@@ -33,7 +33,53 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 from torch import nn
 
-__all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "frozen_copy"]
+__all__ = ["ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "actor_net_arch", "frozen_copy"]
+
+
+def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]:
+    """The hidden layer sizes of GRPO's actor from any ``net_arch`` form SB3's ``ActorCriticPolicy`` accepts.
+
+    ``None`` gives ``default`` (``[64, 64]`` unless given); a list of ints is used as is; ``dict(pi=[...],
+    vf=[...])`` uses ``pi`` (``vf`` is ignored with a warning: GRPO has no critic); SB3's older
+    ``[dict(pi=[...], vf=[...])]`` (a list holding one such dict) is converted with SB3's deprecation warning, then
+    read as the dict.
+
+    :raises ValueError: for any other form, saying which forms are accepted.
+    """
+    if isinstance(net_arch, (list, tuple)) and len(net_arch) > 0 and isinstance(net_arch[0], dict):
+        if len(net_arch) != 1:
+            raise ValueError(
+                f"net_arch as a list of dicts must hold exactly one dict(pi=[...], vf=[...]) (SB3's older form), got "
+                f"{net_arch!r}: pass net_arch=dict(pi=[...]) or a list of layer sizes."
+            )
+        warnings.warn(
+            "As shared layers in the mlp_extractor are removed since SB3 v1.8.0, you should now pass directly a "
+            "dictionary and not a list (net_arch=dict(pi=..., vf=...) instead of net_arch=[dict(pi=..., vf=...)])",
+            stacklevel=3,
+        )
+        net_arch = net_arch[0]
+    if net_arch is None:
+        return [64, 64] if default is None else list(default)
+    if isinstance(net_arch, dict):
+        unknown = set(net_arch) - {"pi", "vf"}
+        if unknown:
+            raise ValueError(f"net_arch dict keys must be 'pi' (and 'vf', ignored: GRPO has no critic), got {sorted(unknown)}")
+        if "vf" in net_arch:
+            warnings.warn(
+                f"GRPO has no value network: net_arch['vf'] = {net_arch['vf']!r} is ignored (the actor uses "
+                f"net_arch['pi'] = {list(net_arch.get('pi', []))!r}). Pass net_arch=dict(pi=[...]) or a list to "
+                "silence this.",
+                stacklevel=3,
+            )
+        net_arch = net_arch.get("pi", [])
+    if not isinstance(net_arch, (list, tuple)) or not all(
+        isinstance(size, (int, np.integer)) and not isinstance(size, bool) and size > 0 for size in net_arch
+    ):
+        raise ValueError(
+            f"net_arch must be a list of positive layer sizes, dict(pi=[...]) (a 'vf' entry is ignored) or SB3's "
+            f"older [dict(pi=[...], vf=[...])], got {net_arch!r}"
+        )
+    return [int(size) for size in net_arch]
 
 
 class ActorPolicy(BasePolicy):
@@ -47,7 +93,8 @@ class ActorPolicy(BasePolicy):
     :param observation_space: observation space.
     :param action_space: action space (Discrete, MultiDiscrete, MultiBinary or Box).
     :param lr_schedule: learning rate schedule (the optimizer starts at ``lr_schedule(1)``).
-    :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``), or ``dict(pi=[...])``.
+    :param net_arch: hidden layer sizes of the policy network (default ``[64, 64]``; ``[]`` with ``NatureCNN``, as
+        SB3), or ``dict(pi=[...])``, or SB3's older ``[dict(pi=[...], vf=[...])]`` (see :func:`actor_net_arch`).
     :param activation_fn: activation function.
     :param ortho_init: orthogonal initialisation (as SB3's PPO).
     :param use_sde: generalised state-dependent exploration (gSDE, Box action spaces): the action noise is
@@ -56,7 +103,9 @@ class ActorPolicy(BasePolicy):
     :param log_std_init: initial log standard deviation (Box action spaces).
     :param full_std: with gSDE, one std per (latent unit, action) pair (``True``) or per latent unit.
     :param use_expln: with gSDE, ``expln`` instead of ``exp`` to keep the std positive (SB3's option).
-    :param squash_output: not supported (``True`` raises): GRPO's ratios and KL terms use the unsquashed Gaussian.
+    :param squash_output: with gSDE only (as SB3's ``ActorCriticPolicy``): squash the Gaussian actions with tanh into
+        [-1, 1] and rescale them to the Box bounds before they reach the env; log-probabilities (hence the ratios and
+        KL terms) are those of the squashed distribution. ``True`` without ``use_sde`` raises.
     :param features_extractor_class: features extractor class.
     :param features_extractor_kwargs: its keyword arguments.
     :param share_features_extractor: accepted for compatibility with PPO configs; there is only one network.
@@ -85,10 +134,11 @@ class ActorPolicy(BasePolicy):
         optimizer_class: type[th.optim.Optimizer] = th.optim.Adam,
         optimizer_kwargs: dict[str, Any] | None = None,
     ):
-        if squash_output:
+        if squash_output and not use_sde:
             raise ValueError(
-                "GRPO's policies do not support squash_output=True: remove it from policy_kwargs (actions outside "
-                "the Box bounds are clipped before they reach the env)."
+                "squash_output=True is only available with gSDE (use_sde=True), as in SB3's ActorCriticPolicy: pass "
+                "use_sde=True to GRPO, or remove squash_output from policy_kwargs (without it, actions outside the "
+                "Box bounds are clipped before they reach the env)."
             )
         if use_sde and not isinstance(action_space, spaces.Box):
             raise ValueError(
@@ -107,18 +157,10 @@ class ActorPolicy(BasePolicy):
             optimizer_class=optimizer_class,
             optimizer_kwargs=optimizer_kwargs,
             normalize_images=normalize_images,
-            squash_output=False,
+            squash_output=squash_output,
         )
-        if isinstance(net_arch, dict):
-            unknown = set(net_arch) - {"pi", "vf"}
-            if unknown:
-                raise ValueError(f"net_arch dict keys must be 'pi' (and 'vf', ignored), got {sorted(unknown)}")
-            if "vf" in net_arch:
-                warnings.warn("GRPO has no value network: net_arch['vf'] is ignored.", stacklevel=2)
-            net_arch = list(net_arch.get("pi", []))
-        if net_arch is None:
-            net_arch = [64, 64]
-        self.net_arch = list(net_arch)
+        # SB3's default: no hidden layer after NatureCNN, [64, 64] otherwise
+        self.net_arch = actor_net_arch(net_arch, default=[] if features_extractor_class == NatureCNN else [64, 64])
         self.activation_fn = activation_fn
         self.ortho_init = ortho_init
         self.log_std_init = log_std_init
@@ -128,7 +170,7 @@ class ActorPolicy(BasePolicy):
         self.share_features_extractor = share_features_extractor
         self.features_extractor = self.make_features_extractor()
         self.features_dim = self.features_extractor.features_dim
-        dist_kwargs = {"full_std": full_std, "use_expln": use_expln, "squash_output": False, "learn_features": False}
+        dist_kwargs = {"full_std": full_std, "use_expln": use_expln, "squash_output": squash_output, "learn_features": False}
         self.action_dist = make_proba_distribution(action_space, use_sde=use_sde, dist_kwargs=dist_kwargs if use_sde else None)
         self._build(lr_schedule)
 
@@ -143,6 +185,7 @@ class ActorPolicy(BasePolicy):
                 use_sde=self.use_sde,
                 full_std=self.full_std,
                 use_expln=self.use_expln,
+                squash_output=self.squash_output,
                 lr_schedule=self._dummy_schedule,  # dummy lr schedule, not needed for loading policy alone
                 share_features_extractor=self.share_features_extractor,
                 features_extractor_class=self.features_extractor_class,

@@ -29,7 +29,15 @@ from sb3_grpo.grpo.group_sampling import GroupScheduler
 if TYPE_CHECKING:
     from sb3_grpo.grpo.grpo import GRPO
 
-__all__ = ["GroupRolloutCollector", "NonReproducibleResetError", "Rollout", "StepRecord", "describe_env", "warn_overshoot"]
+__all__ = [
+    "GroupRolloutCollector",
+    "NonReproducibleResetError",
+    "Rollout",
+    "StepRecord",
+    "describe_env",
+    "overshoot_limit",
+    "warn_overshoot",
+]
 
 
 class NonReproducibleResetError(RuntimeError):
@@ -50,6 +58,15 @@ def describe_env(env: VecEnv) -> str:
             return "of unknown class"
     cls = own_env_class(cls)  # not the subclass that this package's hooks swapped in
     return f"of class {cls.__module__}.{cls.__qualname__}"
+
+
+def overshoot_limit(model: GRPO) -> int | None:
+    """The ``num_timesteps`` past which this ``learn`` is warned about (see :func:`warn_overshoot`): twice what was
+    asked for, or twice one rollout of ``n_steps * n_envs`` steps (what SB3's PPO would run for a budget smaller than
+    one rollout), whichever is larger."""
+    requested = model._total_timesteps - model.num_timesteps
+    nominal = 0 if model.groups_per_rollout is not None else model.n_steps * model.n_envs
+    return model.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
 
 
 def warn_overshoot(model: GRPO, n_envs: int) -> None:
@@ -220,7 +237,10 @@ class GroupRolloutCollector:
         actions = actions_t.cpu().numpy()
         clipped = actions
         if isinstance(model.action_space, spaces.Box):
-            clipped = np.clip(actions, model.action_space.low, model.action_space.high)
+            if model.policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
+                clipped = model.policy.unscale_action(actions)
+            else:
+                clipped = np.clip(actions, model.action_space.low, model.action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
         model.num_timesteps += env.num_envs
         if model._overshoot_warn_at is not None and model.num_timesteps > model._overshoot_warn_at:
