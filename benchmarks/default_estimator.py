@@ -52,7 +52,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0)
 from sb3_grpo import GRPO
 from sb3_grpo.envs.arithmetic import exact_match_accuracy
-from sb3_grpo.envs.rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
+from sb3_grpo.envs.arithmetic_rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
 
 ESTIMATORS = ("group_zscore", "group_step_baseline", "group_auto", "group_process")
 DEFAULT_ESTIMATORS = ("group_zscore", "group_step_baseline", "group_auto")
