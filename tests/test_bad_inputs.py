@@ -117,7 +117,6 @@ BAD_ARGUMENTS = [
     ("exact_trpo", dict(line_search_max_iter=0), "line_search_max_iter must be >= 1"),
     ("exact_trpo", dict(sub_sampling_factor=0), "sub_sampling_factor must be >= 1"),
     ("exact_trpo", dict(cg_max_steps=0), "cg_max_steps must be >= 1"),
-    ("exact_trpo", dict(line_search_accept_ratio=1.0), r"line_search_accept_ratio must be in \[0, 1\)"),
     ("exact_trpo", dict(fisher_memory_budget=0), "fisher_memory_budget must be > 0"),
     ("exact_trpo", dict(fisher_subsample=0), "fisher_subsample must be"),
     ("exact_trpo", dict(batch_size=0), r"ExactTRPO: batch_size \(the critic's minibatch\) must be >= 1, got 0"),

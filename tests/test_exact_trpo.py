@@ -93,7 +93,7 @@ def test_same_seed_same_parameters(solver):
 
 
 def test_save_load_continue(tmp_path):
-    model = _model("box", fisher_subsample=0.5, advantage_estimator="td", line_search_accept_ratio=0.1)
+    model = _model("box", fisher_subsample=0.5, advantage_estimator="td")
     model.learn(256)
     path = tmp_path / "exact_trpo"
     model.save(path)
@@ -106,7 +106,6 @@ def test_save_load_continue(tmp_path):
         "fisher_memory_budget",
         "fisher_refine_tol",
         "kl_action_reduction",
-        "line_search_accept_ratio",
         "target_kl",
         "cg_damping",
         "n_critic_updates",

@@ -336,7 +336,6 @@ def test_loss_variants_train(loss_type, level):
         loss_type=loss_type,
         importance_sampling_level=level,
         group_loss_scale="sqrt",
-        mask_truncated=True,
         clip_range_high=0.28,
         seed=0,
         device="cpu",

@@ -126,8 +126,6 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
         action distribution's KL, as in the TRPO paper (Hessian ``F``): with the same numbers the trust region is ``d``
         times smaller, and the damping ``d`` times smaller relative to the Fisher. Categorical and MultiCategorical
         KLs are per state (summed over MultiCategorical's components) either way, as in sb3-contrib.
-    :param line_search_accept_ratio: a step is accepted only if the surrogate improves by at least this fraction of
-        the first-order expected improvement of that (shrunk) step; 0 (default, as TRPO) only asks for an improvement.
     :param advantage_estimator: a registered advantage estimator's name, class or instance that fits a critic
         algorithm (default ``"gae"``, SB3's GAE bit for bit).
     :param advantage_kwargs: options of the advantage estimator.
@@ -172,7 +170,6 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
         fisher_memory_budget: int = 2**30,
         fisher_refine_tol: float | None = 0.01,
         kl_action_reduction: str = "mean",
-        line_search_accept_ratio: float = 0.0,
         advantage_estimator: Any = "gae",
         advantage_kwargs: dict[str, Any] | None = None,
         _init_setup_model: bool = True,
@@ -196,7 +193,6 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
                 stats_window_size=(stats_window_size, "int"),
                 fisher_memory_budget=(fisher_memory_budget, "float"),
                 fisher_refine_tol=(fisher_refine_tol, "float?"),
-                line_search_accept_ratio=(line_search_accept_ratio, "float"),
             ),
         )
         if batch_size < 1:  # before sb3-contrib's TRPO divides by it
@@ -234,7 +230,6 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
         self.fisher_memory_budget = fisher_memory_budget
         self.fisher_refine_tol = fisher_refine_tol
         self.kl_action_reduction = kl_action_reduction
-        self.line_search_accept_ratio = line_search_accept_ratio
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = advantage_kwargs
         self._check_arguments()
@@ -265,8 +260,6 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
         if self.n_critic_updates < 1:
             fail(f"n_critic_updates (critic epochs per update) must be >= 1, got {self.n_critic_updates!r}")
         self._warn_batch_size(self.batch_size, f"batch_size (the critic's minibatch, {self.batch_size})")
-        if not 0 <= self.line_search_accept_ratio < 1:
-            fail(f"line_search_accept_ratio must be in [0, 1), got {self.line_search_accept_ratio!r}")
         if self.kl_action_reduction not in KL_ACTION_REDUCTIONS:
             fail(f"kl_action_reduction must be one of {KL_ACTION_REDUCTIONS}, got {self.kl_action_reduction!r}")
         if self.fisher_refine_tol is not None and not 0 < self.fisher_refine_tol < 1:

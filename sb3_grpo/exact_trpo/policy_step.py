@@ -71,7 +71,6 @@ class PolicyStepMixin:
     cg_max_steps: int
     line_search_max_iter: int
     line_search_shrinking_factor: float
-    line_search_accept_ratio: float
     fisher_solver: str
     fisher_subsample: int | float | str | None
     fisher_memory_budget: int
@@ -284,8 +283,7 @@ class PolicyStepMixin:
                 kl = float(self._mean_kl(old, distribution))
                 improvement = float(new_objective - objective)
                 stats["line_search_steps"] = i + 1
-                wanted = self.line_search_accept_ratio * coef * stats["expected_improvement"]
-                if kl <= self.target_kl and improvement > 0 and improvement >= wanted:
+                if kl <= self.target_kl and improvement > 0:
                     stats.update(
                         kl=kl,
                         step_size=coef * step_size,

@@ -6,7 +6,6 @@ fills the :class:`~sb3_grpo.grpo.buffers.GroupRolloutBuffer`, with the rollout's
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +29,6 @@ def build_batch(
     gamma: float,
     group_size: int,
     reward_gammas: Sequence[float] | None,
-    mask_truncated: bool,
     loss_type: str,
     loss_constant: float | None,
     group_loss_scale: str,
@@ -100,13 +98,11 @@ def build_batch(
     advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
 
     # Per-step loss weights (see GroupRolloutBuffer).
-    keep = np.array([not (mask_truncated and t.truncated) for t in trajectories])
+    keep = np.ones(len(trajectories), dtype=bool)
     lengths = counts.astype(np.float64)
     if loss_type == "dr_grpo" and loss_constant is None:
         loss_constant = float(lengths.max())
     per_trajectory = trajectory_loss_weights(lengths, keep, loss_type, group_size, group_loss_scale, loss_constant)
-    if not keep.any():
-        warnings.warn("mask_truncated=True dropped every trajectory of this rollout: no update.", stacklevel=3)
     weights = np.repeat(per_trajectory, counts)
     buffer.fill(observations, actions, log_prob, advantages, weights, np.repeat(np.arange(len(ids)), counts))
     buffer.group_ids = group_ids  # per trajectory, for inspection

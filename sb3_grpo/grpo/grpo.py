@@ -75,15 +75,12 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         into the reference every ``k`` updates (one update = one call of ``train``).
     :param loss_type: how the per-step losses are averaged: ``"grpo"`` (mean over each trajectory's steps, then
         over trajectories), ``"bnpo"`` / ``"dapo"`` (mean over all steps of the batch), ``"dr_grpo"`` (sum over
-        steps divided by ``M * loss_constant``, with M trajectories).
-    :param loss_constant: the constant of ``"dr_grpo"`` (default: the env's ``max_episode_steps``, else the longest
+        steps divided by ``M * C``, with M trajectories and C the env's ``max_episode_steps``, else the longest
         trajectory of the first batch).
     :param group_loss_scale: ``"mean"`` divides each group's summed loss by G; ``"sqrt"`` by sqrt(G) (so the
         signal of large groups does not shrink).
     :param importance_sampling_level: ``"step"`` (a ratio per step) or ``"trajectory"`` (GSPO: one ratio per
         trajectory, ``exp(mean_t log r_t)``; minibatches then hold whole trajectories).
-    :param mask_truncated: drop trajectories cut by a time limit from the loss (they still count in their
-        group's statistics).
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``.
     :param reward_weights: one weight per reward function (default: all 1).
     :param reward_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see
@@ -178,10 +175,8 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         beta: float = 0.0,
         ref_update_interval: int | None = None,
         loss_type: str = "bnpo",
-        loss_constant: float | None = None,
         group_loss_scale: str = "mean",
         importance_sampling_level: str = "step",
-        mask_truncated: bool = False,
         reward_functions: Sequence[str | Callable] | str | Callable = ("episodic_return",),
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
@@ -221,7 +216,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 clip_range_high=(clip_range_high, "schedule?"),
                 beta=(beta, "float"),
                 ref_update_interval=(ref_update_interval, "int?"),
-                loss_constant=(loss_constant, "float?"),
                 ent_coef=(ent_coef, "float"),
                 max_grad_norm=(max_grad_norm, "float"),
                 target_kl=(target_kl, "float?"),
@@ -261,10 +255,9 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         self.beta = beta
         self.ref_update_interval = ref_update_interval
         self.loss_type = loss_type
-        self.loss_constant = loss_constant
+        self.loss_constant: float | None = None  # dr_grpo's constant, set by the first batch (saved with the model)
         self.group_loss_scale = group_loss_scale
         self.importance_sampling_level = importance_sampling_level
-        self.mask_truncated = mask_truncated
         if isinstance(reward_functions, str) or callable(reward_functions):
             reward_functions = [reward_functions]  # type: ignore[list-item]
         self.reward_functions = list(reward_functions)  # type: ignore[arg-type]
@@ -305,8 +298,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 fail(f"{name} must be > 0, got {value!r}")
         if self.loss_type not in LOSS_TYPES:
             fail(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        if self.loss_constant is not None and not self.loss_constant > 0:
-            fail(f"loss_constant must be > 0 or None, got {self.loss_constant!r}")
         if self.group_loss_scale not in GROUP_LOSS_SCALES:
             fail(f"group_loss_scale must be one of {GROUP_LOSS_SCALES}, got {self.group_loss_scale!r}")
         if self.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
@@ -481,7 +472,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             gamma=self.gamma,
             group_size=self.group_size,
             reward_gammas=self.reward_gammas,
-            mask_truncated=self.mask_truncated,
             loss_type=self.loss_type,
             loss_constant=None if loss_constant is None else float(loss_constant),
             group_loss_scale=self.group_loss_scale,
