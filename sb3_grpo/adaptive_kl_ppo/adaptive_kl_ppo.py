@@ -243,11 +243,7 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
         self.kl_coef_min = kl_coef_min
         self.kl_coef_max = kl_coef_max
         self.early_stop_kl = early_stop_kl
-        self.advantage_estimator = advantage_estimator
-        self.advantage_kwargs = advantage_kwargs
-        self._check_arguments()
-        if _init_setup_model:
-            self._setup_model()
+        self._finish_init(advantage_estimator, advantage_kwargs, _init_setup_model)
 
     # ------------------------------------------------------------------ setup
 

@@ -132,6 +132,17 @@ class AlgorithmMixin:
         """Refuse an argument: ``ValueError("<Algorithm>: <message>")``."""
         raise ValueError(f"{self._algorithm_name}: {message}")
 
+    def _finish_init(self, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, setup_model: bool) -> None:
+        """The end of every constructor: the estimator's arguments, the argument checks, then SB3's set-up."""
+        self.advantage_estimator = advantage_estimator
+        self.advantage_kwargs = advantage_kwargs
+        self._check_arguments()
+        if setup_model:
+            self._setup_model()
+
+    def _check_arguments(self) -> None:
+        """Each algorithm checks its arguments here (with :meth:`_check_shared_arguments` and :meth:`_fail`)."""
+
     @staticmethod
     def _positive(value: Any) -> bool:
         """Whether ``value`` is a finite real number > 0 (not a bool)."""

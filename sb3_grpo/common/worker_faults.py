@@ -19,7 +19,6 @@ what happened:
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -30,7 +29,7 @@ import time
 import traceback
 from typing import Any
 
-from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, unwrap_vec_env
+from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, decode_hook_class_name, hook_class_name, unwrap_vec_env
 
 __all__ = [
     "WorkerDiedError",
@@ -92,18 +91,6 @@ def _make_class(base: type, name: str) -> type:
 _classes: dict[str, type] = {}
 
 
-def _encode(base: type) -> str:
-    return _PREFIX + f"{base.__module__}:{base.__qualname__}".encode().hex()
-
-
-def _resolve(path: str) -> Any:
-    module_name, qualname = path.split(":", 1)
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def fault_report_class(base: type) -> type | None:
     """The subclass of ``base`` that reports the exception it dies of, or ``None`` where it cannot be swapped in safely
     (a worker must be able to import ``base`` by name, and an instance of ``base`` must accept the new class)."""
@@ -114,11 +101,11 @@ def fault_report_class(base: type) -> type | None:
     if base.__module__ == "__main__" and not hasattr(sys.modules.get("__main__"), "__file__"):
         return None  # a notebook's class: a worker process cannot import it by name
     try:
-        if _resolve(f"{base.__module__}:{base.__qualname__}") is not base:
+        if decode_hook_class_name(_PREFIX, hook_class_name(_PREFIX, base)) is not base:
             return None
     except Exception:
         return None
-    name = _encode(base)
+    name = hook_class_name(_PREFIX, base)
     cls = _classes.get(name)
     if cls is None:
         cls = _classes[name] = _make_class(base, name)
@@ -132,7 +119,7 @@ def __getattr__(name: str) -> Any:
     # Called by pickle in a worker process to find a class made by fault_report_class in the training process.
     if name.startswith(_PREFIX):
         if name not in _classes:
-            base = _resolve(bytes.fromhex(name[len(_PREFIX) :]).decode())
+            base = decode_hook_class_name(_PREFIX, name)
             _classes[name] = _make_class(base, name)
         return _classes[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -230,11 +230,7 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
         self.fisher_memory_budget = fisher_memory_budget
         self.fisher_refine_tol = fisher_refine_tol
         self.kl_action_reduction = kl_action_reduction
-        self.advantage_estimator = advantage_estimator
-        self.advantage_kwargs = advantage_kwargs
-        self._check_arguments()
-        if _init_setup_model:
-            self._setup_model()
+        self._finish_init(advantage_estimator, advantage_kwargs, _init_setup_model)
 
     # ------------------------------------------------------------------ setup
 

@@ -21,13 +21,12 @@ check that all members of a group really started from the same observation.
 from __future__ import annotations
 
 import hashlib
-import importlib
 from typing import Any
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, unwrap_vec_env
+from sb3_grpo.common.vec_env import HOOK_CLASS_FLAG, decode_hook_class_name, hook_class_name, unwrap_vec_env
 
 __all__ = [
     "INFO_KEY",
@@ -131,18 +130,6 @@ def is_group_reset_class(cls: type) -> bool:
 _classes: dict[str, type] = {}
 
 
-def _encode(cls: type) -> str:
-    return _PREFIX + f"{cls.__module__}:{cls.__qualname__}".encode().hex()
-
-
-def _resolve(path: str) -> type:
-    module_name, qualname = path.split(":", 1)
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def group_reset_class(base: type) -> type:
     """The subclass of ``base`` whose ``reset`` honours a scheduled seed or snapshot (created once, picklable by
     reference)."""
@@ -153,7 +140,7 @@ def group_reset_class(base: type) -> type:
             f"GRPO cannot install its group-reset hook on {base.__module__}.{base.__qualname__}: the class is defined "
             "inside a function, so worker processes cannot import it. Define the env (or wrapper) class at module level."
         )
-    name = _encode(base)
+    name = hook_class_name(_PREFIX, base)
     cls = _classes.get(name)
     if cls is None:
         # A plain subclass (no mixin base, no __slots__) keeps the env's object layout, so __class__ can be swapped.
@@ -172,7 +159,7 @@ def __getattr__(name: str) -> Any:
     # Called by pickle in a worker process to find a class made by group_reset_class in the parent process.
     if name.startswith(_PREFIX):
         if name not in _classes:
-            group_reset_class(_resolve(bytes.fromhex(name[len(_PREFIX) :]).decode()))
+            group_reset_class(decode_hook_class_name(_PREFIX, name))
         return _classes[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -264,8 +264,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         self.reward_weights = None if reward_weights is None else [float(w) for w in reward_weights]
         self.reward_aggregation = reward_aggregation
         self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
-        self.advantage_estimator = advantage_estimator
-        self.advantage_kwargs = dict(advantage_kwargs or {})
         self.target_kl = target_kl
         self.branch_every = branch_every
         self.branch_pivot = branch_pivot
@@ -273,9 +271,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
         self.log_std_max = log_std_max
-        self._check_arguments()
-        if _init_setup_model:
-            self._setup_model()
+        self._finish_init(advantage_estimator, dict(advantage_kwargs or {}), _init_setup_model)
 
     # ------------------------------------------------------------------ set-up
 
