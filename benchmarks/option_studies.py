@@ -136,6 +136,10 @@ def _group_loss_scale_variants() -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple(variants)
 
 
+#: Options these studies led to remove (docs/guide/option_studies.md): the algorithms no longer take them, so their
+#: studies run only from a commit before the removal.
+REMOVED_OPTIONS = ("mask_truncated", "loss_constant", "line_search_accept_ratio")
+
 STUDIES: dict[str, Study] = {
     "group_loss_scale": Study(
         "grpo",
@@ -425,6 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings", nargs="+", default=None, help="only these settings (their labels in the table)")
     parser.add_argument("--checks-only", action="store_true", help="only the study's same-parameters checks")
     args = parser.parse_args(argv)
+    if args.study in REMOVED_OPTIONS:
+        parser.error(
+            f"{args.study} was removed after its study (docs/guide/option_studies.md); run this study from a commit "
+            "before the removal"
+        )
     study = STUDIES[args.study]
     if args.checks_only:
         print_checks(study)
