@@ -9,7 +9,14 @@ already holds ``max_answer_digits`` digits and the policy emits one more digit (
 answer). Both endings are terminal states of the task (``terminated=True``).
 
 The observation is the token sequence ``question (padded) + answer so far (padded)`` as a ``MultiDiscrete``
-vector over the vocabulary :data:`VOCAB` (SB3's ``MlpPolicy`` one-hot encodes it).
+vector over the vocabulary :data:`VOCAB` (SB3's ``MlpPolicy`` one-hot encodes it;
+:class:`sb3_grpo.common.torch_layers.TokenSequenceExtractor` reads it as a token sequence).
+
+Held-out questions: ``split="train"`` or ``"test"`` restricts the questions to one side of a fixed split of every
+question of the task (``test_fraction`` of them go to the test side, chosen by ``split_seed`` alone, so every env
+built with the same arguments agrees on the split). Train on ``split="train"``, measure generalisation with
+:func:`split_accuracy` on ``split="test"``: questions the policy never saw. ``sb3_grpo/ArithmeticHeldOut-v0`` is
+two-digit addition (``0..99 + 0..99``, 10,000 questions) with 20% held out (:data:`HELD_OUT_KWARGS`).
 
 By default the env reward is 0 on every step (``reward_mode="none"``) and the last step's ``info`` carries the
 verifiable score for reward functions (``sb3_grpo.envs.arithmetic_rewards``):
@@ -27,13 +34,25 @@ shipped reward functions (exact match + format + length penalty), the same signa
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["EOS", "PAD", "VOCAB", "ArithmeticEnv", "decode", "exact_match_accuracy", "score_answer"]
+__all__ = [
+    "EOS",
+    "HELD_OUT_KWARGS",
+    "PAD",
+    "VOCAB",
+    "ArithmeticEnv",
+    "decode",
+    "exact_match_accuracy",
+    "score_answer",
+    "split_accuracy",
+]
 
 #: Token vocabulary: digits 0-9, then operators and separators, end-of-answer and padding.
 VOCAB: tuple[str, ...] = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "+", "-", ",", "<eos>", "<pad>")
@@ -45,6 +64,12 @@ END_ACTION = 10
 
 TASKS = ("add", "sub", "sequence")
 REWARD_MODES = ("none", "sparse", "shaped")
+SPLITS = ("train", "test")
+_QUESTION_PATTERNS = {"add": r"(\d+)\+(\d+)", "sub": r"(\d+)-(\d+)", "sequence": r"(\d+),(\d+),(\d+)"}
+#: A split enumerates every question of the task; more than this many is refused (pick smaller operands).
+MAX_SPLIT_QUESTIONS = 2_000_000
+#: ``sb3_grpo/ArithmeticHeldOut-v0`` without its ``split``: two-digit addition, 20% of the questions held out.
+HELD_OUT_KWARGS: dict[str, Any] = {"task": "add", "max_operand": 99, "test_fraction": 0.2, "split_seed": 0}
 
 
 def decode(tokens: Any) -> str:
@@ -81,6 +106,10 @@ class ArithmeticEnv(gym.Env):
     :param max_step: the sequence's difference ``d`` is drawn from ``0..max_step`` (``task="sequence"``).
     :param reward_mode: ``"none"`` (reward 0 everywhere, the score is in ``info``), ``"sparse"`` (exact match on
         the last step) or ``"shaped"`` (exact match + format + length penalty on the last step).
+    :param split: ``None`` (default): questions are drawn as described above. ``"train"`` / ``"test"``: drawn
+        uniformly from that side of the split (see :attr:`questions`).
+    :param test_fraction: share of the task's questions on the test side (at least one question on each side).
+    :param split_seed: seed of the split (a permutation of every question); the same seed gives the same split.
     :param render_mode: ``None``, ``"ansi"`` (``render()`` returns ``"7+5=12"``) or ``"rgb_array"`` (that text
         drawn in a 3x5 pixel font, scaled 4x: for SB3's ``VecVideoRecorder``; ``make_vec_env`` asks for it).
     """
@@ -95,6 +124,9 @@ class ArithmeticEnv(gym.Env):
         max_step: int = 3,
         reward_mode: str = "none",
         render_mode: str | None = None,
+        split: str | None = None,
+        test_fraction: float = 0.2,
+        split_seed: int = 0,
     ):
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -106,11 +138,21 @@ class ArithmeticEnv(gym.Env):
             raise ValueError(f"max_step must be an integer >= 0, got {max_step!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        if split is not None and split not in SPLITS:
+            raise ValueError(f"split must be None, 'train' or 'test', got {split!r}")
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction!r}")
         self.task = task
         self.max_operand = int(max_operand)
         self.max_step = int(max_step)
         self.reward_mode = reward_mode
         self.render_mode = render_mode
+        self.split = split
+        self.test_fraction = float(test_fraction)
+        self.split_seed = int(split_seed)
+        self._split_questions: tuple[str, ...] | None = None
+        if split is not None:
+            self._split_questions = self.split_questions(split)
 
         operand_digits = len(str(self.max_operand))
         if task == "add":
@@ -137,8 +179,78 @@ class ArithmeticEnv(gym.Env):
 
     # ------------------------------------------------------------------ questions
 
+    def n_questions(self) -> int:
+        """How many distinct questions the task has (both sides of a split together)."""
+        n = self.max_operand + 1
+        if self.task == "add":
+            return n * n
+        if self.task == "sub":
+            return n * (n + 1) // 2
+        return n * (self.max_step + 1)
+
+    def all_questions(self) -> list[str]:
+        """Every question of the task, in a fixed order (operands ascending)."""
+        n = self.max_operand + 1
+        if self.task == "add":
+            return [f"{a}+{b}" for a in range(n) for b in range(n)]
+        if self.task == "sub":
+            return [f"{a}-{b}" for a in range(n) for b in range(a + 1)]
+        return [f"{x},{x + d},{x + 2 * d}" for x in range(n) for d in range(self.max_step + 1)]
+
+    def split_questions(self, split: str) -> tuple[str, ...]:
+        """The questions on one side (``"train"`` or ``"test"``) of this env's split, or ``"all"`` of them.
+
+        The split is a permutation of :meth:`all_questions` drawn from ``numpy.random.default_rng(split_seed)``: its
+        first ``round(test_fraction * n)`` questions (at least 1, at most ``n - 1``) are the test side. It depends
+        on the task's arguments and ``split_seed`` only, never on the env's ``reset`` seed.
+        """
+        if split not in (*SPLITS, "all"):
+            raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+        n = self.n_questions()
+        if n > MAX_SPLIT_QUESTIONS:
+            raise ValueError(
+                f"this task has {n:,} questions, too many to split (at most {MAX_SPLIT_QUESTIONS:,}): "
+                "lower max_operand (or max_step), or use split=None."
+            )
+        questions = self.all_questions()
+        if split == "all":
+            return tuple(questions)
+        if n < 2:
+            raise ValueError(f"a split needs at least 2 questions, this task has {n}: raise max_operand.")
+        order = np.random.default_rng(self.split_seed).permutation(n)
+        n_test = min(max(round(self.test_fraction * n), 1), n - 1)
+        side = order[:n_test] if split == "test" else order[n_test:]
+        return tuple(questions[i] for i in np.sort(side))
+
+    @property
+    def questions(self) -> tuple[str, ...] | None:
+        """The questions ``reset`` draws from with a split (``None`` without one)."""
+        return self._split_questions
+
+    def solve(self, question: str) -> str:
+        """The correct answer to ``question``; a :class:`ValueError` if it is not a question of this task."""
+        match = re.fullmatch(_QUESTION_PATTERNS[self.task], question)
+        texts = match.groups() if match else ()
+        values = [int(text) for text in texts]
+        if match and all(str(value) == text for value, text in zip(values, texts, strict=True)):  # no leading zeros
+            if self.task == "sequence":
+                x, y, z = values
+                if x <= self.max_operand and 0 <= y - x <= self.max_step and z == x + 2 * (y - x):
+                    return str(x + 3 * (y - x))
+            else:
+                a, b = values
+                if max(a, b) <= self.max_operand and (self.task == "add" or a >= b):
+                    return str(a + b if self.task == "add" else a - b)
+        raise ValueError(
+            f"{question!r} is not a question of this env (task={self.task!r}, max_operand={self.max_operand}"
+            + (f", max_step={self.max_step})" if self.task == "sequence" else ")")
+        )
+
     def _sample_question(self) -> tuple[str, str]:
         rng = self.np_random
+        if self._split_questions is not None:
+            question = self._split_questions[int(rng.integers(len(self._split_questions)))]
+            return question, self.solve(question)
         if self.task == "add":
             a, b = (int(x) for x in rng.integers(0, self.max_operand + 1, size=2))
             return f"{a}+{b}", str(a + b)
@@ -164,8 +276,14 @@ class ArithmeticEnv(gym.Env):
     # ------------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start a new question: drawn from the seeded ``np_random``, or ``options={"question": "7+5"}`` to ask that
+        one (any question of the task, on either side of a split: that is how :func:`split_accuracy` asks)."""
         super().reset(seed=seed)
-        self._question, self._target = self._sample_question()
+        if options and "question" in options:
+            self._question = str(options["question"])
+            self._target = self.solve(self._question)
+        else:
+            self._question, self._target = self._sample_question()
         self._answer = ""
         self._done = False
         return self._observation(), {"question": self._question}
@@ -264,3 +382,50 @@ def exact_match_accuracy(
             done = terminated or truncated
         correct += bool(info["correct"])
     return correct / n_episodes
+
+
+def split_accuracy(
+    model: Any,
+    split: str = "test",
+    deterministic: bool = True,
+    batch_size: int = 512,
+    questions: Sequence[str] | None = None,
+    **env_kwargs: Any,
+) -> float:
+    """Exact-match accuracy over every question of a split, each asked once (greedy answers by default).
+
+    Unlike :func:`exact_match_accuracy`, nothing is sampled: the result is the accuracy on the whole split. The
+    questions are answered ``batch_size`` at a time (one ``model.predict`` call per answer token for the batch).
+
+    :param model: anything with SB3's ``predict(observations, deterministic=...)`` for a batch of observations.
+    :param split: ``"test"`` (the held-out questions), ``"train"``, or ``"all"`` (every question of the task).
+    :param questions: ask these questions instead of a split's.
+    :param env_kwargs: arguments of :class:`ArithmeticEnv` (``task``, ``max_operand``, ``test_fraction``,
+        ``split_seed``, ...; its own ``split`` is ignored), e.g. ``**HELD_OUT_KWARGS`` for
+        ``sb3_grpo/ArithmeticHeldOut-v0``.
+    :return: the fraction answered exactly right.
+    """
+    env_kwargs = {k: v for k, v in env_kwargs.items() if k not in ("split", "render_mode")}
+    if questions is None:
+        questions = ArithmeticEnv(**env_kwargs).split_questions(split)
+    questions = list(questions)
+    if not questions:
+        raise ValueError("no questions to ask")
+    pool = [ArithmeticEnv(**env_kwargs) for _ in range(min(batch_size, len(questions)))]
+    correct = 0
+    for start in range(0, len(questions), len(pool)):
+        chunk = questions[start : start + len(pool)]
+        envs = pool[: len(chunk)]
+        obs = np.stack([env.reset(options={"question": q})[0] for env, q in zip(envs, chunk, strict=True)])
+        active = list(range(len(chunk)))
+        while active:
+            actions, _ = model.predict(obs[active], deterministic=deterministic)
+            running = []
+            for i, action in zip(active, np.asarray(actions).reshape(len(active), -1), strict=True):
+                obs[i], _, terminated, truncated, info = envs[i].step(action)
+                if terminated or truncated:
+                    correct += bool(info["correct"])
+                else:
+                    running.append(i)
+            active = running
+    return correct / len(questions)
