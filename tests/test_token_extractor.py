@@ -182,13 +182,8 @@ def test_exact_trpo_exact_fisher_with_token_ids(model):
     assert agent.num_timesteps >= 300
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="sb3_grpo.common.fisher vmaps SB3's preprocess_obs, whose one-hot encoding of a MultiDiscrete cannot run "
-    "under vmap: preprocess the observations before the vmapped per-sample function",
-)
 def test_exact_trpo_exact_fisher_with_multidiscrete():
+    """SB3 one-hot encodes the MultiDiscrete ids before the extractor; the exact Fisher preprocesses outside vmap."""
     _exact_trpo_with_extractor("gru").learn(300)
 
 
