@@ -173,6 +173,24 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def every_n_steps(freq: int, fn: Any) -> Any:
+    """A callback that calls ``fn()`` each time training passes another multiple of ``freq`` env steps."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class EveryNSteps(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.next_call = freq
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_call:
+                fn()
+                self.next_call += freq
+            return True
+
+    return EveryNSteps()
+
+
 def run_cell(
     algo: str, env_id: str, seed: int, budget: int, out: str, eval_freq: int, n_eval_episodes: int, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -180,7 +198,6 @@ def run_cell(
     import torch as th
 
     th.set_num_threads(1)
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -219,19 +236,8 @@ def run_cell(
             for row in rows:
                 f.write(",".join(str(x) for x in row) + "\n")
 
-    class Evaluator(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_eval = eval_freq
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                evaluate()
-                self.next_eval += eval_freq
-            return True
-
     t_start = time.perf_counter()
-    model.learn(budget, callback=Evaluator())
+    model.learn(budget, callback=every_n_steps(eval_freq, evaluate))
     evaluate()
     train_seconds = rows[-1][3]
     threshold = THRESHOLDS.get(env_id)

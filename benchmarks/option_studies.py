@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import THRESHOLDS, build
+from benchmarks.harness import THRESHOLDS, build, every_n_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Gradient-norm clipping off: a bound no gradient reaches.
@@ -256,7 +256,6 @@ def run(
 ) -> RunLog:
     """Train one setting for ``budget`` env steps, evaluating every ``eval_freq`` steps and at the end."""
     import torch as th
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -283,20 +282,9 @@ def run(
         mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True)
         log.evals.append((model.num_timesteps, float(mean)))
 
-    class Evaluator(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_eval = eval_freq
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                evaluate()
-                self.next_eval += eval_freq
-            return True
-
     start = time.perf_counter()
     with _recording_grad_norms(policy_norms):
-        model.learn(budget, callback=Evaluator())
+        model.learn(budget, callback=every_n_steps(eval_freq, evaluate))
     log.seconds = time.perf_counter() - start
     if not log.evals or log.evals[-1][0] != model.num_timesteps:
         evaluate()
