@@ -22,6 +22,7 @@ MOVED_MODULES: dict[str, str] = {
     "sb3_grpo.envs.rewards": "sb3_grpo.envs.arithmetic_rewards",
     "sb3_grpo.common.env_hooks": "sb3_grpo.grpo.env_hooks",
     "sb3_grpo.common.group_sampling": "sb3_grpo.grpo.group_sampling",
+    "sb3_grpo.grpo.policies": "sb3_grpo.common.policies",
 }
 
 

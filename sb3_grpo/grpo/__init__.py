@@ -1,4 +1,4 @@
+from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.grpo.grpo import GRPO, NonReproducibleResetError
-from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 
 __all__ = ["GRPO", "ActorPolicy", "CnnPolicy", "MlpPolicy", "MultiInputPolicy", "NonReproducibleResetError"]

@@ -20,12 +20,12 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
 from sb3_grpo.common.kl import kl_estimate
+from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.grpo.batch import build_batch
 from sb3_grpo.grpo.branching import BranchingCollector, branching_problem
 from sb3_grpo.grpo.buffers import GroupRolloutBuffer
 from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
-from sb3_grpo.grpo.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
 from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError, overshoot_limit
 from sb3_grpo.plugins import get_reward_function
 

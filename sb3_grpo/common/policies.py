@@ -1,6 +1,7 @@
 """
-Actor-only policies for GRPO: a features extractor, a policy MLP and the action distribution. No value network
-exists at all, so a GRPO policy has exactly the parameters of the actor part of SB3's ``ActorCriticPolicy``.
+Actor-only policies (GRPO, REINFORCE, OnlineDPO): a features extractor, a policy MLP and the action distribution.
+No value network exists at all, so such a policy has exactly the parameters of the actor part of SB3's
+``ActorCriticPolicy``.
 """
 
 from __future__ import annotations
