@@ -157,21 +157,21 @@ def test_epochs_and_minibatches():
     assert model.logger.name_to_value["train/n_samples"] == 12
 
 
-def test_rollouts_without_a_finished_episode():
-    """Such a rollout updates nothing; its steps are kept for a later update; ten in a row give a warning."""
-    env = DummyVecEnv([lambda: CountingEnv(10)])
-    model = REINFORCE("MlpPolicy", env, n_steps=4, seed=0)
+def test_a_rollout_runs_on_until_an_episode_ends():
+    """Episodes of 10 steps, rollouts of 4: the rollout runs on to step 10, so every update has a whole episode."""
+    env = DummyVecEnv([lambda: CountingEnv(10), lambda: CountingEnv(5)])
+    model = REINFORCE("MlpPolicy", DummyVecEnv([lambda: CountingEnv(10)]), n_steps=4, seed=0)
     before = [p.detach().clone() for p in model.policy.parameters()]
-    model.learn(4)
-    assert model.logger.name_to_value["train/n_episodes"] == 0
-    assert all(th.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
     batches = Batches()
-    model.learn(12, callback=batches, reset_num_timesteps=False)  # the carried steps make a whole episode later
-    assert [b["n_episodes"] for b in batches.batches if b is not None] == [1]
-    assert len(batches.batches[1]["returns"]) == 10
-    long_env = DummyVecEnv([lambda: CountingEnv(100)])
-    with pytest.warns(UserWarning, match="no episode ended in the last 10 rollouts"):
-        REINFORCE("MlpPolicy", long_env, n_steps=4, seed=0).learn(40)
+    model.learn(4, callback=batches)
+    assert model.num_timesteps == 10 and [b["n_episodes"] for b in batches.batches] == [1]
+    assert len(batches.batches[0]["returns"]) == 10
+    assert not all(th.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    # slot 1 ends an episode every 5 steps: steps 1-5 (slot 1 ends one), then 6-10 (both slots end one)
+    model = REINFORCE("MlpPolicy", env, n_steps=4, seed=0)
+    batches = Batches()
+    model.learn(18, callback=batches)
+    assert model.num_timesteps == 2 * (5 + 5) and [b["n_episodes"] for b in batches.batches] == [1, 2]
 
 
 def test_bad_arguments():

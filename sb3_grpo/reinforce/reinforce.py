@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,8 +23,6 @@ from sb3_grpo.plugins import registered_advantage_estimators
 
 __all__ = ["BASELINES", "EPISODE_PROVIDES", "REINFORCE", "EpisodeBuffer", "RewardToGoBaseline", "reward_to_go"]
 
-#: Consecutive rollouts without a finished episode after which REINFORCE warns.
-SKIPPED_ROLLOUTS_WARNING = 10
 #: The built-in baselines ``REINFORCE(baseline=...)`` accepts (any registered estimator that fits is accepted too).
 BASELINES = ("moving_average", "batch_mean", "none")
 #: What REINFORCE hands to advantage estimators: whole episodes (per-step rewards, one outcome per episode), no
@@ -115,9 +112,9 @@ class EpisodeBuffer:
         self.max_episode_length = max_episode_length
         self.running: list[dict[str, list[Any]]] = []
         self.finished: list[dict[str, Any]] = []
-        #: The batch of the last complete rollout (``None``: no episode ended in it), until ``train`` takes it.
+        #: The batch of the last complete rollout: its finished episodes' steps (kept until the next rollout starts).
         self.batch: dict[str, Any] | None = None
-        #: Whether a rollout was completed since the last ``train`` (SB3's ``RolloutBuffer.full``).
+        #: Whether :attr:`batch` holds a complete rollout (SB3's ``RolloutBuffer.full``).
         self.full = False
         self.reset(n_envs)
 
@@ -154,6 +151,29 @@ class EpisodeBuffer:
         finished, self.finished = self.finished, []
         return finished
 
+    def _batch_array(self, key: str) -> Any:
+        return None if self.batch is None else self.batch[key]
+
+    @property
+    def observations(self) -> Any:
+        """The observations of the last batch's steps, episode after episode (SB3's ``RolloutBuffer.observations``)."""
+        return self._batch_array("obs")
+
+    @property
+    def actions(self) -> Any:
+        """The actions of the last batch's steps, as the policy sampled them (before clipping to a Box's bounds)."""
+        return self._batch_array("actions")
+
+    @property
+    def returns(self) -> Any:
+        """The reward-to-go of the last batch's steps."""
+        return self._batch_array("returns")
+
+    @property
+    def advantages(self) -> Any:
+        """The advantages of the last batch's steps (what the policy gradient weighs each step by)."""
+        return self._batch_array("advantages")
+
     @property
     def n_running_steps(self) -> int:
         """Steps held by episodes still running (carried over to a later rollout)."""
@@ -167,10 +187,12 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
     step per rollout by default, no ratio clipping, no reference policy: the first member of the family that PPO
     and GRPO extend (GRPO replaces ``b`` by the mean over a group started from the same state).
 
-    A rollout runs ``n_steps`` steps in every env slot. Only whole episodes enter an update: an episode still running
-    when the rollout ends is carried over and enters the update of the rollout in which it ends (so its first steps
-    were sampled by a policy one or more updates older; every step is used once). An episode cut by a time limit
-    counts as ended there: nothing is bootstrapped (there is no critic).
+    A rollout runs ``n_steps`` steps in every env slot, and on until at least one episode has ended (so that every
+    update has a batch: with episodes longer than ``n_steps`` a rollout runs to the end of the first one, and
+    ``learn`` may run past ``total_timesteps`` by the rest of that episode). Only whole episodes enter an update: an
+    episode still running when the rollout ends is carried over and enters the update of the rollout in which it ends
+    (so its first steps were sampled by a policy one or more updates older; every step is used once). An episode cut
+    by a time limit counts as ended there: nothing is bootstrapped (there is no critic).
 
     Baselines (built-in ones: ``b`` is one number per update, the same for every step):
 
@@ -188,7 +210,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         of :mod:`sb3_grpo.common.policies` (GRPO's).
     :param env: the environment (a registered id, a Gymnasium env or any VecEnv). Episodes must end.
     :param learning_rate: learning rate, a constant or a schedule of the remaining progress (1 to 0).
-    :param n_steps: steps per env slot per rollout.
+    :param n_steps: steps per env slot per rollout (more if no episode has ended by then, see above).
     :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch).
     :param n_epochs: passes over each batch (1: the textbook one gradient step per rollout).
     :param gamma: discount factor of the reward-to-go.
@@ -289,7 +311,6 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         self.baseline_kwargs = baseline_kwargs
         self.normalize_advantage = normalize_advantage
         self.max_episode_length = max_episode_length
-        self._rollouts_without_episode = 0
         self._finish_init(baseline, baseline_kwargs, _init_setup_model)
 
     # ------------------------------------------------------------------ setup
@@ -376,7 +397,8 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         rollout_buffer: EpisodeBuffer,
         n_rollout_steps: int,
     ) -> bool:
-        """Run ``n_rollout_steps`` steps in every slot; the episodes that end form the batch of the next update.
+        """Run ``n_rollout_steps`` steps in every slot, then on until an episode has ended; the episodes that ended
+        form the batch of the next update.
 
         :return: ``False`` if a callback asked to stop training.
         """
@@ -387,7 +409,8 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
         callback.on_rollout_start()
-        for n_steps in range(n_rollout_steps):
+        n_steps = 0
+        while n_steps < n_rollout_steps or not rollout_buffer.finished:  # the episode length bounds it (see add)
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
                 self.policy.reset_noise(env.num_envs)
             with th.no_grad():
@@ -409,6 +432,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             rollout_buffer.add(self._last_obs, actions, rewards, dones, infos)
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
+            n_steps += 1
         rollout_buffer.batch = self._make_batch(rollout_buffer.pop_finished())
         rollout_buffer.full = True
         callback.update_locals(locals())
@@ -450,27 +474,18 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
 
     def train(self) -> None:
         """One update on the episodes that ended in the last rollout: ``n_epochs`` passes, ``batch_size`` steps each."""
-        buffer = self.rollout_buffer
-        batch, buffer.batch, buffer.full = buffer.batch, None, False
-        if batch is None:
-            # Normal now and then (every slot mid-episode); a long run of them means rollouts much shorter than episodes.
-            self._rollouts_without_episode += 1
-            if self._rollouts_without_episode == SKIPPED_ROLLOUTS_WARNING:
-                warnings.warn(
-                    f"REINFORCE: no episode ended in the last {SKIPPED_ROLLOUTS_WARNING} rollouts ({self.n_steps} steps "
-                    "per slot): nothing to update on. Raise n_steps toward the episode length (running episodes are "
-                    "carried over to the next rollout, so no step is lost; updates are just rare).",
-                    stacklevel=2,
-                )
+        batch = self.rollout_buffer.batch
+        if batch is None:  # no rollout yet (or one stopped by a callback): nothing to learn from
             self.logger.record("train/n_episodes", 0)
             return
-        self._rollouts_without_episode = 0
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         obs = obs_as_tensor(batch["obs"], self.device)
         actions = th.as_tensor(batch["actions"], device=self.device)
         if isinstance(self.action_space, spaces.Discrete):
             actions = actions.long().flatten()
+        elif isinstance(self.action_space, spaces.Box):  # flat, as SB3's RolloutBuffer: the Gaussian's event shape
+            actions = actions.float().reshape(len(actions), -1)
         advantages = th.as_tensor(batch["advantages"], dtype=th.float32, device=self.device)
         n_samples = len(advantages)
         batch_size = n_samples if self.batch_size is None else min(self.batch_size, n_samples)
