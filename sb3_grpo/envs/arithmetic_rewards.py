@@ -10,6 +10,9 @@ and returns one float:
   end-of-answer, else 0.0.
 - ``arithmetic_length_penalty``: ``-|len(answer) - len(target)| / len(target)``, in ``[-1, 0]`` for well-formed answers
   (0 when the answer has the target's number of digits).
+- ``arithmetic_prefix_match``: the share of the target's digits the answer gets right from the first one on (the
+  length of the common prefix over ``len(target)``): partial credit for a right first digit, which the answer's
+  later digits are written after.
 
 ``GRPO(..., reward_functions=["arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"])``
 combines them (weights with ``reward_weights``).
@@ -22,7 +25,13 @@ from typing import Any
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.hookspecs import hookimpl
 
-__all__ = ["ARITHMETIC_REWARD_FUNCTIONS", "arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"]
+__all__ = [
+    "ARITHMETIC_REWARD_FUNCTIONS",
+    "arithmetic_exact_match",
+    "arithmetic_format",
+    "arithmetic_length_penalty",
+    "arithmetic_prefix_match",
+]
 
 
 def _final_info(trajectory: Trajectory, key: str) -> dict[str, Any]:
@@ -52,10 +61,23 @@ def arithmetic_length_penalty(trajectory: Trajectory) -> float:
     return -abs(len(str(info["answer"])) - len(target)) / max(len(target), 1)
 
 
+def arithmetic_prefix_match(trajectory: Trajectory) -> float:
+    """Length of the common prefix of the answer and the target over ``len(target)``: ``"13"`` for ``"14"`` is 0.5."""
+    info = _final_info(trajectory, "answer")
+    answer, target = str(info["answer"]), str(info["target"])
+    common = 0
+    for written, right in zip(answer, target, strict=False):
+        if written != right:
+            break
+        common += 1
+    return common / max(len(target), 1)
+
+
 ARITHMETIC_REWARD_FUNCTIONS = {
     "arithmetic_exact_match": arithmetic_exact_match,
     "arithmetic_format": arithmetic_format,
     "arithmetic_length_penalty": arithmetic_length_penalty,
+    "arithmetic_prefix_match": arithmetic_prefix_match,
 }
 
 
