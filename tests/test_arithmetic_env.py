@@ -9,6 +9,7 @@ import sb3_grpo.envs  # noqa: F401  (registers the ids)
 from sb3_grpo import Trajectory
 from sb3_grpo.envs.arithmetic import EOS, PAD, ArithmeticEnv, decode, exact_match_accuracy, score_answer, split_accuracy
 from sb3_grpo.envs.arithmetic_rewards import (
+    arithmetic_digit_match,
     arithmetic_exact_match,
     arithmetic_format,
     arithmetic_length_penalty,
@@ -168,6 +169,21 @@ def test_prefix_match_by_hand():
     assert arithmetic_prefix_match(_trajectory(score_answer("123", "123", True, 3), 4)) == 1.0
     with pytest.raises(ValueError, match="Arithmetic"):
         arithmetic_prefix_match(_trajectory({"episode": {}}))
+
+
+def test_digit_match_by_hand_sums_to_prefix_match():
+    cases = [
+        ("14", "14", [0.5, 0.5, 0]),
+        ("13", "14", [0.5, 0, 0]),
+        ("41", "14", [0, 0, 0]),
+        ("105", "105", [1 / 3] * 3 + [0]),
+    ]
+    for answer_, target, expected in cases:
+        trajectory = _trajectory(score_answer(answer_, target, True, 3), len(expected))
+        np.testing.assert_allclose(arithmetic_digit_match(trajectory), expected)
+        assert arithmetic_digit_match(trajectory).sum() == pytest.approx(arithmetic_prefix_match(trajectory))
+    over_long = _trajectory(score_answer("1111", "11", False, 3), 4)  # the fourth digit ended the episode
+    np.testing.assert_allclose(arithmetic_digit_match(over_long), [0.5, 0.5, 0, 0])
 
 
 def test_reward_functions_match_the_shaped_env_reward():
