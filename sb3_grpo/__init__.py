@@ -1,4 +1,4 @@
-"""sb3_grpo: GRPO, ExactTRPO and AdaptiveKLPPO for Stable-Baselines3, with pluggable estimators and rewards."""
+"""sb3_grpo: GRPO, ExactTRPO, AdaptiveKLPPO and REINFORCE for Stable-Baselines3, with pluggable estimators and rewards."""
 
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
 from sb3_grpo._moved import alias_moved_modules
@@ -29,11 +29,13 @@ from sb3_grpo.plugins import (
     unregister_plugin,
     unregister_reward_function,
 )
+from sb3_grpo.reinforce import REINFORCE
 
 alias_moved_modules()  # old module paths (saved models, plugins) keep importing
 
 __all__ = [
     "GRPO",
+    "REINFORCE",
     "AdaptiveKLPPO",
     "AdvantageEstimator",
     "AdvantageInputs",

@@ -1,6 +1,6 @@
 """Shared pieces of the SB3 conformance suite (``tests/test_sb3_*.py``).
 
-The suite runs Stable-Baselines3's and sb3-contrib's own cross-algorithm test cases with our three algorithms,
+The suite runs Stable-Baselines3's and sb3-contrib's own cross-algorithm test cases with our four algorithms,
 next to SB3's PPO and sb3-contrib's TRPO as the reference (a case the reference fails is not a valid case).
 Algorithm-specific settings live here, one small dict per algorithm, so that every case runs in a second or two.
 
@@ -21,10 +21,12 @@ from gymnasium import spaces
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
 
 #: our algorithms
-ALGOS = [GRPO, ExactTRPO, AdaptiveKLPPO]
+ALGOS = [GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE]
+#: our algorithms without a critic (one network, the actor-only policies of sb3_grpo.common.policies)
+ACTOR_ONLY = (GRPO, REINFORCE)
 #: the references whose contract ours follow
 REFERENCES = [PPO, TRPO]
 #: references first, so that a failing reference case shows up next to ours
@@ -38,6 +40,8 @@ SMALL_KWARGS: dict[type, dict[str, Any]] = {
     AdaptiveKLPPO: dict(n_steps=64, batch_size=64, n_epochs=1),
     # GRPO's rollout holds whole groups: with one env and G=2, two episodes (at least n_steps steps)
     GRPO: dict(n_steps=64, group_size=2, batch_size=64, n_epochs=1),
+    # REINFORCE: one gradient step on the episodes that ended in the rollout (its defaults)
+    REINFORCE: dict(n_steps=64),
 }
 
 
@@ -64,12 +68,13 @@ def algo_kwargs(model_class: type, *, reproducible_reset: bool = True, **overrid
 
 
 def has_critic(model_class: type) -> bool:
-    return model_class is not GRPO
+    return model_class not in ACTOR_ONLY
 
 
 def check_timesteps(model_class: type, num_timesteps: int, expected: int) -> None:
-    """``num_timesteps == expected``; GRPO may run past it by whole groups (an accepted deviation)."""
-    if model_class is GRPO:
+    """``num_timesteps == expected``; GRPO may run past it by whole groups, REINFORCE by the rest of an episode (its
+    rollout runs on until an episode has ended): accepted deviations."""
+    if model_class in ACTOR_ONLY:
         assert num_timesteps >= expected
     else:
         assert num_timesteps == expected

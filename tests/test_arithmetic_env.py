@@ -7,8 +7,14 @@ from gymnasium.utils.env_checker import check_env
 
 import sb3_grpo.envs  # noqa: F401  (registers the ids)
 from sb3_grpo import Trajectory
-from sb3_grpo.envs.arithmetic import EOS, PAD, ArithmeticEnv, decode, exact_match_accuracy, score_answer
-from sb3_grpo.envs.arithmetic_rewards import arithmetic_exact_match, arithmetic_format, arithmetic_length_penalty
+from sb3_grpo.envs.arithmetic import EOS, PAD, ArithmeticEnv, decode, exact_match_accuracy, score_answer, split_accuracy
+from sb3_grpo.envs.arithmetic_rewards import (
+    arithmetic_digit_match,
+    arithmetic_exact_match,
+    arithmetic_format,
+    arithmetic_length_penalty,
+    arithmetic_prefix_match,
+)
 
 END = 10  # the end-of-answer action
 
@@ -155,6 +161,31 @@ def test_reward_functions_by_hand():
         arithmetic_exact_match(_trajectory({"episode": {}}))
 
 
+def test_prefix_match_by_hand():
+    cases = [("14", "14", 1.0), ("13", "14", 0.5), ("1", "14", 0.5), ("41", "14", 0.0), ("145", "14", 1.0), ("", "7", 0.0)]
+    for answer_, target, expected in cases:
+        trajectory = _trajectory(score_answer(answer_, target, True, 2), max(len(answer_), 1))
+        assert arithmetic_prefix_match(trajectory) == expected, (answer_, target)
+    assert arithmetic_prefix_match(_trajectory(score_answer("123", "123", True, 3), 4)) == 1.0
+    with pytest.raises(ValueError, match="Arithmetic"):
+        arithmetic_prefix_match(_trajectory({"episode": {}}))
+
+
+def test_digit_match_by_hand_sums_to_prefix_match():
+    cases = [
+        ("14", "14", [0.5, 0.5, 0]),
+        ("13", "14", [0.5, 0, 0]),
+        ("41", "14", [0, 0, 0]),
+        ("105", "105", [1 / 3] * 3 + [0]),
+    ]
+    for answer_, target, expected in cases:
+        trajectory = _trajectory(score_answer(answer_, target, True, 3), len(expected))
+        np.testing.assert_allclose(arithmetic_digit_match(trajectory), expected)
+        assert arithmetic_digit_match(trajectory).sum() == pytest.approx(arithmetic_prefix_match(trajectory))
+    over_long = _trajectory(score_answer("1111", "11", False, 3), 4)  # the fourth digit ended the episode
+    np.testing.assert_allclose(arithmetic_digit_match(over_long), [0.5, 0.5, 0, 0])
+
+
 def test_reward_functions_match_the_shaped_env_reward():
     env = ArithmeticEnv(reward_mode="shaped")
     rng = np.random.default_rng(0)
@@ -242,6 +273,58 @@ def test_registered_names():
         "import gymnasium as gym, sb3_grpo\n"
         "gym.make('sb3_grpo/Arithmetic-v0')\n"
         "names = sb3_grpo.available_reward_functions()\n"
-        "assert {'arithmetic_exact_match', 'arithmetic_format', 'arithmetic_length_penalty'} <= set(names), names\n"
+        "assert {'arithmetic_exact_match', 'arithmetic_format', 'arithmetic_length_penalty', 'arithmetic_prefix_match'} "
+        "<= set(names), names\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pad_operands_aligns_the_place_values_and_keeps_the_questions_plain():
+    env = ArithmeticEnv(max_operand=99, pad_operands=True)
+    obs, info = env.reset(options={"question": "7+45"})
+    assert info["question"] == "7+45" and decode(obs) == "07+45"
+    assert decode(ArithmeticEnv(max_operand=99).reset(options={"question": "7+45"})[0]) == "7+45"
+    assert env.split_questions("all") == ArithmeticEnv(max_operand=99).split_questions("all")
+    _, _, _, _, info = answer(env, "52")
+    assert info["correct"] and info["target"] == "52"
+    sequence = ArithmeticEnv(task="sequence", pad_operands=True)  # terms up to 9 + 2 * 3 = 15: two digits
+    assert decode(sequence.reset(options={"question": "2,4,6"})[0]) == "02,04,06"
+
+
+def test_reverse_answer_writes_the_least_significant_digit_first():
+    env = ArithmeticEnv(max_operand=99, reverse_answer=True)
+    env.reset(options={"question": "99+9"})
+    _, _, _, _, info = answer(env, "801")
+    assert info["correct"] and info["format_ok"] and (info["answer"], info["target"]) == ("801", "801")
+    env.reset(options={"question": "99+9"})
+    assert not answer(env, "108")[-1]["correct"]  # the plain order is wrong here
+    env.reset(options={"question": "5+5"})
+    assert answer(env, "01")[-1]["correct"]  # 10, written 0 then 1
+    env.reset(options={"question": "5+5"})
+    info = answer(env, "010")[-1]
+    assert not info["format_ok"] and not info["correct"]  # 010 reversed is 010: a leading zero
+    assert score_answer("0", "0", True, 3, reverse_answer=True)["format_ok"]
+    assert not score_answer("10", "1", True, 3, reverse_answer=True)["format_ok"]  # the number 01
+    trajectory = _trajectory(score_answer("21", "25", True, 3, reverse_answer=True), 3)
+    assert arithmetic_prefix_match(trajectory) == 0.5  # credit for the right units digit, written first
+
+
+def test_aligned_options_in_split_accuracy():
+    """split_accuracy builds its envs with the same options: a policy that answers right in the written order."""
+    kwargs = dict(max_operand=12, pad_operands=True, reverse_answer=True)
+
+    class Oracle:
+        def __init__(self):
+            self.env = ArithmeticEnv(**kwargs)
+
+        def predict(self, obs, deterministic=True):
+            actions = []
+            for row in np.atleast_2d(obs):
+                question = decode(row[: self.env.question_length])
+                a, b = (int(x) for x in question.split("+"))
+                written = decode(row[self.env.question_length :])
+                target = str(a + b)[::-1]
+                actions.append(int(target[len(written)]) if len(written) < len(target) else END)
+            return np.array(actions), None
+
+    assert split_accuracy(Oracle(), "all", **kwargs) == 1.0

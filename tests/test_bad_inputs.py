@@ -26,7 +26,7 @@ from envs import NaNObservationEnv, NaNRewardEnv, TargetEnv
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, AdvantageEstimator, AdvantageOutputs, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, AdvantageEstimator, AdvantageOutputs, ExactTRPO
 from sb3_grpo.common.advantages import EstimatorError
 from sb3_grpo.common.reward_scoring import RewardFunctionError
 from sb3_grpo.plugins import UnknownNameError
@@ -35,6 +35,7 @@ ALGOS = {
     "grpo": (GRPO, dict(n_steps=10, group_size=2)),
     "exact_trpo": (ExactTRPO, dict(n_steps=16, batch_size=16, n_critic_updates=2)),
     "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=16, batch_size=16, n_epochs=1)),
+    "reinforce": (REINFORCE, dict(n_steps=16)),
 }
 CRITIC_ALGOS = ["exact_trpo", "adaptive_kl_ppo"]
 
@@ -131,6 +132,10 @@ BAD_ARGUMENTS = [
     ("adaptive_kl_ppo", dict(kl_coef=float("nan")), "kl_coef"),
     ("adaptive_kl_ppo", dict(max_grad_norm=-1.0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0"),
     ("adaptive_kl_ppo", dict(max_grad_norm=0), r"AdaptiveKLPPO: max_grad_norm .* must be a finite number > 0, got 0"),
+    # REINFORCE (baseline, baseline_decay, ... are in test_reinforce.py)
+    ("reinforce", dict(gamma=-0.1), r"REINFORCE: gamma \(the discount factor\) must be in \[0, 1\]"),
+    ("reinforce", dict(ent_coef=-0.01), "REINFORCE: ent_coef must be a number >= 0"),
+    ("reinforce", dict(max_grad_norm=-1.0), r"REINFORCE: max_grad_norm must be None \(no clipping\) or a finite number > 0"),
 ]
 
 
@@ -153,6 +158,8 @@ STRING_NUMBERS = [
     ("adaptive_kl_ppo", dict(n_steps="64"), r"AdaptiveKLPPO: n_steps must be an integer, got '64'"),
     ("adaptive_kl_ppo", dict(kl_coef="1.0"), r"AdaptiveKLPPO: kl_coef must be a number, got '1.0'"),
     ("adaptive_kl_ppo", dict(learning_rate="3e-4"), r"AdaptiveKLPPO: learning_rate must be a number or a schedule"),
+    ("reinforce", dict(n_steps="64"), r"REINFORCE: n_steps must be an integer, got '64'"),
+    ("reinforce", dict(baseline_decay="0.9"), r"REINFORCE: baseline_decay must be a number, got '0.9'"),
 ]
 
 
@@ -527,7 +534,7 @@ def test_a_broken_reward_function_is_named_before_any_update(fn, match):
 # ---------------------------------------------------------------- plugin names, loading
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", [name for name in ALGOS if name != "reinforce"])  # REINFORCE's baseline: test_reinforce
 def test_unknown_advantage_estimator_lists_what_exists(name):
     with pytest.raises(UnknownNameError, match=r"no_such_estimator.*Available: .*(gae|group_zscore)"):
         _make(name, advantage_estimator="no_such_estimator")

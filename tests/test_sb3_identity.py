@@ -4,6 +4,9 @@ The learning runs (mean reward >= 90 of 100 over 20 episodes, as SB3 requires) a
 keeps a smoke variant of each case. Settings follow SB3's (PPO) and contrib's (TRPO) test: ExactTRPO gets TRPO's,
 AdaptiveKLPPO PPO's, and GRPO PPO's too, with its default advantage estimator, groups of 4 and the budget rounded
 to whole groups (2000 steps on the discrete envs against PPO's 1200: a rollout holds whole 100-step episodes).
+REINFORCE (one gradient step per rollout by default) gets PPO's 4 epochs and 1500 steps on the discrete envs, and
+minibatches of 20 steps, 10 epochs, 1500 steps and the discrete cases' gamma=0.4 on the continuous one (without a
+critic, the reward-to-go over 100-step episodes at gamma=0.99 is too noisy to learn from in so few steps).
 On the continuous env the TRPO family runs rollouts of 256 steps (contrib does not test it; with its default 2048
 steps, TRPO reaches 66 after 1500 steps, a single update).
 """
@@ -17,7 +20,7 @@ from stable_baselines3.common.envs import IdentityEnv, IdentityEnvBox, IdentityE
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
 
 DIM = 4
 DISCRETE_ENVS = {
@@ -33,6 +36,7 @@ DISCRETE_SETTINGS = {
     ExactTRPO: (dict(learning_rate=1e-3, seed=0), 1500),
     AdaptiveKLPPO: (dict(n_epochs=4, n_steps=256, learning_rate=0.002, seed=3), 1200),
     GRPO: (dict(n_epochs=4, n_steps=256, group_size=4, learning_rate=0.002, seed=3, verify_group_starts=False), 2000),
+    REINFORCE: (dict(n_epochs=4, n_steps=100, learning_rate=0.005, seed=3), 1500),
 }
 
 #: (settings, total timesteps) on IdentityEnvBox(eps=0.5)
@@ -42,6 +46,7 @@ CONTINUOUS_SETTINGS = {
     ExactTRPO: (dict(n_steps=256, seed=0), 1000),
     AdaptiveKLPPO: (dict(n_steps=256, n_epochs=4, seed=0), 1000),
     GRPO: (dict(n_steps=256, n_epochs=4, group_size=4, seed=0, verify_group_starts=False), 1000),
+    REINFORCE: (dict(n_steps=100, batch_size=20, n_epochs=10, gamma=0.4, seed=0), 1500),
 }
 
 

@@ -12,7 +12,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.envs import IdentityEnvBox
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
 from sb3_grpo.grpo import NonReproducibleResetError
 
 
@@ -42,7 +42,7 @@ def test_multi_env(model_class, n_envs):
     check_timesteps(model_class, model.num_timesteps, 2 * 32 * n_envs)
 
 
-@algo_params([PPO, ExactTRPO, AdaptiveKLPPO])
+@algo_params([PPO, ExactTRPO, AdaptiveKLPPO, REINFORCE])
 @pytest.mark.parametrize("normalize_advantage", [False, True])
 def test_advantage_normalization(model_class, normalize_advantage):
     model = model_class("MlpPolicy", "CartPole-v1", normalize_advantage=normalize_advantage, **algo_kwargs(model_class))

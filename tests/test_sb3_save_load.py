@@ -14,7 +14,7 @@ from stable_baselines3.common.envs import FakeImageEnv, IdentityEnvBox
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, get_device
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
 
 DEVICES = [
     "cpu",
@@ -304,7 +304,7 @@ def test_no_resource_warning(tmp_path, model_class):
         assert not fp.closed
 
 
-@algo_params([ExactTRPO, AdaptiveKLPPO, GRPO])
+@algo_params([ExactTRPO, AdaptiveKLPPO, GRPO, REINFORCE])
 def test_load_restores_hyperparameters(tmp_path, model_class):
     """Loading a model with its own class restores its own hyperparameters (not the reference's defaults)."""
     kwargs = algo_kwargs(model_class, seed=3, gamma=0.9)

@@ -4,10 +4,10 @@
 import gymnasium as gym
 import numpy as np
 import pytest
-from sb3_conformance import ALL_ALGOS, StoreActionEnvWrapper, algo_kwargs, algo_params
+from sb3_conformance import ALL_ALGOS, StoreActionEnvWrapper, algo_kwargs, algo_params, has_critic
 from stable_baselines3 import PPO
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
 
 
 @algo_params(ALL_ALGOS)
@@ -64,9 +64,9 @@ def test_sde_sample_freq(model_class, sde_sample_freq):
     assert action.shape == (2, 1)
 
 
-@algo_params([GRPO, ExactTRPO, AdaptiveKLPPO])
+@algo_params([GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE])
 def test_sde_and_pi_vf_net_arch(model_class):
     """contrib's ``test_trpo_params``: gSDE, minibatches and a pi/vf net_arch."""
     kwargs = algo_kwargs(model_class, n_steps=64, batch_size=32)
-    net_arch = dict(pi=[32]) if model_class is GRPO else dict(pi=[32], vf=[32])
+    net_arch = dict(pi=[32], vf=[32]) if has_critic(model_class) else dict(pi=[32])
     model_class("MlpPolicy", "Pendulum-v1", use_sde=True, seed=0, policy_kwargs=dict(net_arch=net_arch), **kwargs).learn(256)

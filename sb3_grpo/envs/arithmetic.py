@@ -26,6 +26,17 @@ verifiable score for reward functions (``sb3_grpo.envs.arithmetic_rewards``):
   ``max_answer_digits`` digits, no leading zero, then end-of-answer), ``info["is_success"]`` (= correct, so the
   built-in ``success`` reward works too).
 
+Two options make the digits line up, which is what a policy that generalises to unseen questions needs (an answer
+digit depends on the operand digits of the same place value, and on the carry from the places below):
+
+- ``pad_operands=True``: the observation shows every operand zero-padded to the width of the largest one
+  (``"07+45"``), so each place value sits at a fixed position. Questions (``info["question"]``, splits,
+  ``reset(options={"question": ...})``) keep their plain form (``"7+45"``).
+- ``reverse_answer=True``: the answer is written least-significant digit first (``7+45`` -> ``"25"``, ``99+9`` ->
+  ``"801"``), the order in which the digits of a sum are computed: each digit then depends on digits the policy
+  has seen or written already. ``info["answer"]`` and ``info["target"]`` are in the written order; a well-formed
+  answer has no trailing zero (the reversed number has no leading one).
+
 ``reward_mode="sparse"`` puts the exact-match score (1.0 or 0.0) in the env reward of the last step (for
 algorithms that learn from env rewards, such as PPO); ``reward_mode="shaped"`` puts there the sum of the three
 shipped reward functions (exact match + format + length penalty), the same signal GRPO gets with
@@ -77,15 +88,19 @@ def decode(tokens: Any) -> str:
     return "".join(VOCAB[int(t)] for t in np.asarray(tokens).reshape(-1) if int(t) != PAD)
 
 
-def score_answer(answer: str, target: str, ended: bool, max_answer_digits: int) -> dict[str, Any]:
+def score_answer(
+    answer: str, target: str, ended: bool, max_answer_digits: int, reverse_answer: bool = False
+) -> dict[str, Any]:
     """The verifiable score of an answer (the keys this env puts in the last step's info).
 
     :param answer: the digits emitted.
-    :param target: the correct answer.
+    :param target: the correct answer (in the order the digits are written).
     :param ended: whether the policy emitted end-of-answer.
     :param max_answer_digits: the longest well-formed answer.
+    :param reverse_answer: the digits are written least-significant first (the number is ``answer[::-1]``).
     """
-    format_ok = bool(ended and 1 <= len(answer) <= max_answer_digits and (answer == "0" or not answer.startswith("0")))
+    number = answer[::-1] if reverse_answer else answer
+    format_ok = bool(ended and 1 <= len(answer) <= max_answer_digits and (number == "0" or not number.startswith("0")))
     correct = bool(format_ok and answer == target)
     return {"answer": answer, "target": target, "format_ok": format_ok, "correct": correct, "is_success": correct}
 
@@ -110,6 +125,8 @@ class ArithmeticEnv(gym.Env):
         uniformly from that side of the split (see :attr:`questions`).
     :param test_fraction: share of the task's questions on the test side (at least one question on each side).
     :param split_seed: seed of the split (a permutation of every question); the same seed gives the same split.
+    :param pad_operands: show every operand zero-padded to the width of the largest one (see the module docstring).
+    :param reverse_answer: the answer is written least-significant digit first (see the module docstring).
     :param render_mode: ``None``, ``"ansi"`` (``render()`` returns ``"7+5=12"``) or ``"rgb_array"`` (that text
         drawn in a 3x5 pixel font, scaled 4x: for SB3's ``VecVideoRecorder``; ``make_vec_env`` asks for it).
     """
@@ -127,6 +144,8 @@ class ArithmeticEnv(gym.Env):
         split: str | None = None,
         test_fraction: float = 0.2,
         split_seed: int = 0,
+        pad_operands: bool = False,
+        reverse_answer: bool = False,
     ):
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -150,11 +169,15 @@ class ArithmeticEnv(gym.Env):
         self.split = split
         self.test_fraction = float(test_fraction)
         self.split_seed = int(split_seed)
+        self.pad_operands = bool(pad_operands)
+        self.reverse_answer = bool(reverse_answer)
         self._split_questions: tuple[str, ...] | None = None
         if split is not None:
             self._split_questions = self.split_questions(split)
 
         operand_digits = len(str(self.max_operand))
+        #: Width of every term of the question in the observation with ``pad_operands`` (the largest term's).
+        self.term_width = operand_digits if task != "sequence" else len(str(self.max_operand + 2 * self.max_step))
         if task == "add":
             largest_answer = 2 * self.max_operand
             self.question_length = 2 * operand_digits + 1
@@ -265,9 +288,15 @@ class ArithmeticEnv(gym.Env):
     def _tokenize(text: str) -> list[int]:
         return [_TOKEN[ch] for ch in text]
 
+    def shown_question(self, question: str) -> str:
+        """The question as the observation shows it: with ``pad_operands``, every term zero-padded (``"07+45"``)."""
+        if not self.pad_operands:
+            return question
+        return re.sub(r"\d+", lambda match: match.group(0).zfill(self.term_width), question)
+
     def _observation(self) -> np.ndarray:
         obs = np.full(self.observation_space.shape, PAD, dtype=np.int64)
-        question = self._tokenize(self._question)
+        question = self._tokenize(self.shown_question(self._question))
         obs[: len(question)] = question
         answer = self._tokenize(self._answer)
         obs[self.question_length : self.question_length + len(answer)] = answer
@@ -284,6 +313,8 @@ class ArithmeticEnv(gym.Env):
             self._target = self.solve(self._question)
         else:
             self._question, self._target = self._sample_question()
+        if self.reverse_answer:
+            self._target = self._target[::-1]
         self._answer = ""
         self._done = False
         return self._observation(), {"question": self._question}
@@ -303,7 +334,7 @@ class ArithmeticEnv(gym.Env):
             self._done = len(self._answer) > self.max_answer_digits  # one digit too many
         reward = 0.0
         if self._done:
-            info.update(score_answer(self._answer, self._target, ended, self.max_answer_digits))
+            info.update(score_answer(self._answer, self._target, ended, self.max_answer_digits, self.reverse_answer))
             if self.reward_mode == "sparse":
                 reward = float(info["correct"])
             elif self.reward_mode == "shaped":

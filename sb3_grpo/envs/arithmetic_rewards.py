@@ -10,6 +10,13 @@ and returns one float:
   end-of-answer, else 0.0.
 - ``arithmetic_length_penalty``: ``-|len(answer) - len(target)| / len(target)``, in ``[-1, 0]`` for well-formed answers
   (0 when the answer has the target's number of digits).
+- ``arithmetic_prefix_match``: the share of the target's digits the answer gets right from the first one on (the
+  length of the common prefix over ``len(target)``): partial credit for a right first digit, which the answer's
+  later digits are written after.
+- ``arithmetic_digit_match``: the same credit, step by step (process supervision): the step that writes the ``i``-th
+  digit gets ``1 / len(target)`` if the answer's first ``i`` digits are right, every other step 0. It sums to
+  ``arithmetic_prefix_match``; rewarded at the steps that earned it, it lets a per-step estimator
+  (``group_step_baseline``) credit each digit with the credit that follows it.
 
 ``GRPO(..., reward_functions=["arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"])``
 combines them (weights with ``reward_weights``).
@@ -19,10 +26,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.hookspecs import hookimpl
 
-__all__ = ["ARITHMETIC_REWARD_FUNCTIONS", "arithmetic_exact_match", "arithmetic_format", "arithmetic_length_penalty"]
+__all__ = [
+    "ARITHMETIC_REWARD_FUNCTIONS",
+    "arithmetic_digit_match",
+    "arithmetic_exact_match",
+    "arithmetic_format",
+    "arithmetic_length_penalty",
+    "arithmetic_prefix_match",
+]
 
 
 def _final_info(trajectory: Trajectory, key: str) -> dict[str, Any]:
@@ -52,10 +68,36 @@ def arithmetic_length_penalty(trajectory: Trajectory) -> float:
     return -abs(len(str(info["answer"])) - len(target)) / max(len(target), 1)
 
 
+def arithmetic_prefix_match(trajectory: Trajectory) -> float:
+    """Length of the common prefix of the answer and the target over ``len(target)``: ``"13"`` for ``"14"`` is 0.5."""
+    info = _final_info(trajectory, "answer")
+    answer, target = str(info["answer"]), str(info["target"])
+    common = 0
+    for written, right in zip(answer, target, strict=False):
+        if written != right:
+            break
+        common += 1
+    return common / max(len(target), 1)
+
+
+def arithmetic_digit_match(trajectory: Trajectory) -> np.ndarray:
+    """Per-step prefix credit: ``1 / len(target)`` on the step that writes each right digit of a right prefix."""
+    info = _final_info(trajectory, "answer")
+    answer, target = str(info["answer"]), str(info["target"])
+    rewards = np.zeros(trajectory.length, dtype=np.float64)
+    for i, (written, right) in enumerate(zip(answer, target, strict=False)):
+        if written != right or i >= trajectory.length:
+            break
+        rewards[i] = 1.0 / max(len(target), 1)
+    return rewards
+
+
 ARITHMETIC_REWARD_FUNCTIONS = {
     "arithmetic_exact_match": arithmetic_exact_match,
     "arithmetic_format": arithmetic_format,
     "arithmetic_length_penalty": arithmetic_length_penalty,
+    "arithmetic_prefix_match": arithmetic_prefix_match,
+    "arithmetic_digit_match": arithmetic_digit_match,
 }
 
 

@@ -24,9 +24,11 @@ __all__ = [
     "convert_adaptive_kl_ppo_params",
     "convert_exact_trpo_params",
     "convert_grpo_params",
+    "convert_reinforce_params",
     "sample_adaptive_kl_ppo_params",
     "sample_exact_trpo_params",
     "sample_grpo_params",
+    "sample_reinforce_params",
 ]
 
 #: Hidden layers per network-size name. Actor-critic algorithms get ``dict(pi=..., vf=...)``, GRPO (actor only)
@@ -181,11 +183,45 @@ def sample_adaptive_kl_ppo_params(trial: optuna.Trial, n_actions: int, n_envs: i
     return hyperparams
 
 
+# --------------------------------------------------------------------------------------------------- REINFORCE
+#: REINFORCE's baselines that the search tries (the built-ins and the registered estimator that fits).
+REINFORCE_BASELINES = ("moving_average", "batch_mean", "none", "reinforce_baseline")
+
+
+def convert_reinforce_params(sampled_params: dict[str, Any]) -> dict[str, Any]:
+    """Raw REINFORCE trial parameters -> ``REINFORCE`` keyword arguments (``baseline_decay`` is sampled always and
+    used by ``baseline="moving_average"`` only)."""
+    return _convert_common(sampled_params, actor_critic=False)
+
+
+def sample_reinforce_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict) -> dict[str, Any]:
+    """REINFORCE's search space: rollout size, passes over each batch, learning rate, baseline and its decay,
+    advantage normalisation, entropy bonus, discount, network. Each batch is one minibatch (``batch_size=None``):
+    the textbook one gradient step per rollout and epoch."""
+    raw = {
+        # 2**5 = 32 to 2**11 = 2048 steps per env slot per rollout
+        "n_steps_pow": trial.suggest_int("n_steps_pow", 5, 11),
+        "n_epochs": trial.suggest_categorical("n_epochs", [1, 2, 4]),
+        "one_minus_gamma": trial.suggest_float("one_minus_gamma", 0.0001, 0.05, log=True),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-2, log=True),
+        "baseline": trial.suggest_categorical("baseline", list(REINFORCE_BASELINES)),
+        "baseline_decay": trial.suggest_categorical("baseline_decay", [0.5, 0.9, 0.99]),
+        "normalize_advantage": trial.suggest_categorical("normalize_advantage", [False, True]),
+        "ent_coef": trial.suggest_float("ent_coef", 1e-8, 0.01, log=True),
+        "net_arch": trial.suggest_categorical("net_arch", ["tiny", "small", "medium"]),
+        "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
+    }
+    hyperparams = convert_reinforce_params(raw)
+    _display(trial, hyperparams)
+    return hyperparams
+
+
 #: rl-zoo key -> sampler, merged into ``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` by :func:`sb3_grpo.zoo.register`.
 HYPERPARAMS_SAMPLER = {
     "grpo": sample_grpo_params,
     "exact_trpo": sample_exact_trpo_params,
     "adaptive_kl_ppo": sample_adaptive_kl_ppo_params,
+    "reinforce": sample_reinforce_params,
 }
 
 #: rl-zoo key -> converter (raw trial parameters -> constructor arguments), for ``--trial-id``.
@@ -193,4 +229,5 @@ HYPERPARAMS_CONVERTER = {
     "grpo": convert_grpo_params,
     "exact_trpo": convert_exact_trpo_params,
     "adaptive_kl_ppo": convert_adaptive_kl_ppo_params,
+    "reinforce": convert_reinforce_params,
 }

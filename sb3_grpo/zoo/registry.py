@@ -33,6 +33,7 @@ ALGO_PATHS: dict[str, str] = {
     "grpo": "sb3_grpo.grpo:GRPO",
     "exact_trpo": "sb3_grpo.exact_trpo:ExactTRPO",
     "adaptive_kl_ppo": "sb3_grpo.adaptive_kl_ppo:AdaptiveKLPPO",
+    "reinforce": "sb3_grpo.reinforce:REINFORCE",
 }
 
 #: rl-zoo key -> why the algorithm could not be imported (filled by :func:`register`).
