@@ -877,3 +877,12 @@ def test_custom_training_loop_sees_a_full_buffer():
         model.train()
     model.rollout_buffer.reset()
     assert not model.rollout_buffer.full
+
+
+def test_reference_policy_with_gsde():
+    """A reference policy (beta > 0) copies a gSDE policy, whose noise tensors are not graph leaves."""
+    model = GRPO("MlpPolicy", "Pendulum-v1", use_sde=True, beta=0.1, n_steps=64, group_size=2, batch_size=64, n_epochs=1)
+    model.learn(256)
+    assert model.ref_policy is not None and np.isfinite(model.logger.name_to_value["train/kl_ref"])
+    for ref, param in zip(model.ref_policy.parameters(), model.policy.parameters(), strict=True):
+        assert not ref.requires_grad and ref.data_ptr() != param.data_ptr()

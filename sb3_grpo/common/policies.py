@@ -285,9 +285,28 @@ class MultiInputPolicy(ActorPolicy):
         super().__init__(*args, **kwargs)
 
 
+def _detached_noise(policy: ActorPolicy) -> dict[int, th.Tensor]:
+    """A ``deepcopy`` memo that copies the policy's computed tensors (gSDE's exploration matrices and noise
+    distribution, drawn from ``log_std`` and so not graph leaves, which ``deepcopy`` refuses) as detached copies."""
+    memo: dict[int, th.Tensor] = {}
+
+    def scan(obj: Any, depth: int) -> None:
+        for value in vars(obj).values():
+            if isinstance(value, th.Tensor):
+                if not value.is_leaf:
+                    memo[id(value)] = value.detach().clone()
+            elif depth < 2 and isinstance(value, (Distribution, th.distributions.Distribution)):
+                scan(value, depth + 1)
+
+    for module in policy.modules():
+        scan(module, 0)
+    return memo
+
+
 def frozen_copy(policy: ActorPolicy) -> ActorPolicy:
-    """A copy of ``policy`` that never trains (GRPO's reference policy): eval mode, no optimizer, no gradients."""
-    ref = copy.deepcopy(policy)
+    """A copy of ``policy`` that never trains (a reference policy: GRPO's, OnlineDPO's): eval mode, no optimizer, no
+    gradients. Works with gSDE too (its noise tensors are copied detached)."""
+    ref = copy.deepcopy(policy, _detached_noise(policy))
     ref.optimizer = None  # type: ignore[assignment]
     ref.set_training_mode(False)
     for param in ref.parameters():

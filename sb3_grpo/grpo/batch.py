@@ -1,7 +1,7 @@
 """
 GRPO's training batch from one scored rollout (:class:`~sb3_grpo.common.groups.trajectories.ScoredRollout`):
 :func:`build_batch` computes advantages with the estimator, weighs every step for the loss and fills the
-:class:`~sb3_grpo.common.groups.buffers.GroupRolloutBuffer`, with the rollout's statistics.
+:class:`~sb3_grpo.common.groups.buffers.GroupRolloutBuffer`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from sb3_grpo.common.advantages import AdvantageInputs, run_estimator
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
-from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats
+from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.grpo.loss import trajectory_loss_weights
 
 __all__ = ["build_batch"]
@@ -31,8 +31,7 @@ def build_batch(
     loss_constant: float | None,
     group_loss_scale: str,
 ) -> float | None:
-    """Fill ``buffer`` with the batch of ``scored`` and set ``buffer.stats`` (see
-    :func:`~sb3_grpo.common.groups.trajectories.rollout_stats`).
+    """Fill ``buffer`` with the batch of ``scored``.
 
     The arguments after ``buffer`` are GRPO's (see :class:`~sb3_grpo.grpo.GRPO`); ``estimator`` is the advantage
     estimator instance.
@@ -63,5 +62,4 @@ def build_batch(
         scored.observations, scored.actions, scored.log_prob, advantages, weights, np.repeat(np.arange(len(counts)), counts)
     )
     buffer.group_ids = group_ids  # per trajectory, for inspection
-    buffer.stats = rollout_stats(scored)
     return loss_constant

@@ -125,6 +125,17 @@ class GRPO(GroupSamplingAlgorithm):
         move ``log_std`` during an update; the bound holds for every rollout, so a falling bound brings the late
         stochastic policy closer to the deterministic one that evaluation runs. With gSDE it bounds the log standard
         deviation of the exploration matrix's entries.
+    :param dynamic_sampling: DAPO's dynamic sampling: drop the groups whose members all got the same score (their
+        advantages are all zero: no signal) and sample further rounds of groups until the informative ones fill the
+        rollout (``groups_per_rollout`` informative groups, else ``n_steps * n_envs`` steps of them; later rounds
+        sample what is missing), for at most ``max_sampling_rounds`` rounds. "The same" is exact equality of the
+        combined scores. Every step taken counts in ``num_timesteps``, dropped groups' too. When the rounds run out
+        first, training goes on with the informative groups there are (no update if there are none) and a warning
+        says so, once per ``learn``. Logs ``rollout/informative_group_fraction`` (informative groups / groups sampled)
+        and ``rollout/sampling_rounds``; ``rollout/outcome_reward_mean`` and ``train/zero_std_group_fraction`` then
+        describe every group sampled, the other ``rollout/`` entries the batch. Not with ``branch_every``.
+        ``False`` (default): every group trains.
+    :param max_sampling_rounds: the most rounds of groups one rollout samples with ``dynamic_sampling`` (>= 1).
     :param stats_window_size: window size for the rollout logging (episodes).
     :param tensorboard_log: the log location for tensorboard (``None``: no logging).
     :param policy_kwargs: additional arguments passed to the policy on creation.
@@ -173,6 +184,8 @@ class GRPO(GroupSamplingAlgorithm):
         use_sde: bool = False,
         sde_sample_freq: int = -1,
         log_std_max: float | Schedule | Sequence[float] | None = None,
+        dynamic_sampling: bool = False,
+        max_sampling_rounds: int = 3,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -214,6 +227,8 @@ class GRPO(GroupSamplingAlgorithm):
             use_sde=use_sde,
             sde_sample_freq=sde_sample_freq,
             log_std_max=log_std_max,
+            dynamic_sampling=dynamic_sampling,
+            max_sampling_rounds=max_sampling_rounds,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,

@@ -5,14 +5,17 @@ OnlineDPO): ``class GRPO(GroupSamplingAlgorithm)``.
 It holds what group sampling needs whatever the loss: the group and reward-function arguments and their checks, the
 actor-only policy, the reward functions, the reproducible group seeds, and the rollout. Its ``collect_rollouts`` runs
 whole groups (:class:`~sb3_grpo.common.groups.collector.GroupRolloutCollector`, or the branching variant), scores
-them (:func:`~sb3_grpo.common.groups.trajectories.score_rollout`) and hands the scored rollout to the algorithm's
-:meth:`GroupSamplingAlgorithm._fill_batch`; the algorithm writes that and ``train``. A save made during a rollout
-stores the state at the start of that rollout, so a run resumed from it redoes that rollout exactly.
+them (:func:`~sb3_grpo.common.groups.trajectories.score_rollout`), with ``dynamic_sampling`` drops the groups
+whose scores are all equal and samples more (:mod:`sb3_grpo.common.groups.dynamic_sampling`), and hands the scored
+rollout to the algorithm's :meth:`GroupSamplingAlgorithm._fill_batch`; the algorithm writes that and ``train``. A
+save made during a rollout stores the state at the start of that rollout, so a run resumed from it redoes that
+rollout exactly.
 """
 
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -31,7 +34,8 @@ from sb3_grpo.common.base_class import AlgorithmMixin
 from sb3_grpo.common.groups.branching import BranchingCollector, branching_problem
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import GroupRolloutCollector, overshoot_limit
-from sb3_grpo.common.groups.trajectories import ScoredRollout, score_rollout
+from sb3_grpo.common.groups.dynamic_sampling import concatenate_rounds, informative_trajectories, select_trajectories
+from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.plugins import get_reward_function
@@ -47,7 +51,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
 
     The arguments are those of :class:`~sb3_grpo.grpo.GRPO` of the same names (documented there): ``n_steps``,
     ``groups_per_rollout``, ``group_size``, ``batch_size``, ``n_epochs``, the reward functions, branching groups,
-    ``verify_group_starts``, ``max_trajectory_length``, gSDE and ``log_std_max``, and SB3's usual ones. A subclass
+    ``verify_group_starts``, ``max_trajectory_length``, gSDE and ``log_std_max``, ``dynamic_sampling`` and
+    ``max_sampling_rounds``, and SB3's usual ones. A subclass
     sets its own arguments after calling this constructor, then ends its constructor with
     ``self._finish_init(advantage_estimator, advantage_kwargs, _init_setup_model)``; its ``_check_arguments`` calls
     :meth:`_check_group_arguments`, its ``_setup_model`` calls this class's first.
@@ -66,6 +71,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _hooked_env: VecEnv | None = None
     #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``warn_overshoot``).
     _overshoot_warn_at: int | None = None
+    #: Whether this ``learn`` has warned that dynamic sampling ran out of rounds (warned once per ``learn``).
+    _sampling_warned: bool = False
 
     def __init__(
         self,
@@ -92,6 +99,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         use_sde: bool,
         sde_sample_freq: int,
         log_std_max: float | Schedule | Sequence[float] | None,
+        dynamic_sampling: bool,
+        max_sampling_rounds: int,
         stats_window_size: int,
         tensorboard_log: str | None,
         policy_kwargs: dict[str, Any] | None,
@@ -114,6 +123,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 branch_every=(branch_every, "int?"),
                 max_trajectory_length=(max_trajectory_length, "int"),
                 sde_sample_freq=(sde_sample_freq, "int"),
+                max_sampling_rounds=(max_sampling_rounds, "int"),
                 stats_window_size=(stats_window_size, "int"),
             ),
         )
@@ -153,6 +163,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self.verify_group_starts = verify_group_starts
         self.max_trajectory_length = max_trajectory_length
         self.log_std_max = log_std_max
+        self.dynamic_sampling = dynamic_sampling
+        self.max_sampling_rounds = max_sampling_rounds
 
     # ------------------------------------------------------------------ set-up
 
@@ -185,6 +197,18 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 )
             if not np.all(np.isfinite(np.asarray(bound, dtype=np.float64))):
                 fail(f"log_std_max must be finite, got {bound!r}")
+        if not isinstance(self.dynamic_sampling, (bool, np.bool_)):
+            fail(f"dynamic_sampling must be True or False, got {self.dynamic_sampling!r}")
+        if self.max_sampling_rounds < 1:
+            fail(
+                f"max_sampling_rounds must be >= 1 (the most rounds of groups one rollout samples with dynamic_sampling), "
+                f"got {self.max_sampling_rounds!r}"
+            )
+        if self.dynamic_sampling and self.branch_every is not None:
+            fail(
+                "dynamic_sampling drops whole groups and samples new ones, which branching groups (branch_every) cannot "
+                "do: their segments continue each other. Use one of the two: dynamic_sampling=False or branch_every=None."
+            )
         problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
         if problem is not None:
             fail(problem)
@@ -232,6 +256,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             "_rollout_start",
             "_snapshots_checked",
             "_overshoot_warn_at",
+            "_sampling_warned",
         ]
 
     # ------------------------------------------------------------------ rollouts
@@ -250,6 +275,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             self._branch_states = None
         setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
         self._overshoot_warn_at = overshoot_limit(self)
+        self._sampling_warned = False
         return setup
 
     def _begin_rollout(self) -> None:
@@ -277,7 +303,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
     ) -> bool:
         """Run whole groups of trajectories (:mod:`sb3_grpo.common.groups.collector`,
-        :mod:`sb3_grpo.common.groups.branching`), score them and build the training batch (:meth:`_fill_batch`).
+        :mod:`sb3_grpo.common.groups.branching`), score them, with ``dynamic_sampling`` keep the informative groups
+        and sample more (:meth:`_sample_informative`), and build the training batch (:meth:`_fill_batch`).
 
         :return: ``False`` if a callback asked to stop training (the partial rollout is then discarded).
         """
@@ -286,22 +313,105 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self.policy.set_training_mode(False)
         self._begin_rollout()
         callback.on_rollout_start()
-        rollout = collector.collect(callback, n_rollout_steps)
-        if rollout is None:
-            return False
-        self._group_counter += rollout.new_groups
-        if rollout.branch_states is not None:
-            self._branch_states = rollout.branch_states
-        scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
-        self._fill_batch(scored, rollout_buffer, env)
+        if self.dynamic_sampling:
+            sampled = self._sample_informative(collector, callback, n_rollout_steps)
+            if sampled is None:
+                return False
+            scored, stats = sampled
+        else:
+            rollout = collector.collect(callback, n_rollout_steps)
+            if rollout is None:
+                return False
+            self._group_counter += rollout.new_groups
+            if rollout.branch_states is not None:
+                self._branch_states = rollout.branch_states
+            self._last_obs = rollout.last_obs
+            scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
+            stats = rollout_stats(scored)
+        if len(scored.counts):
+            self._fill_batch(scored, rollout_buffer, env)
+        else:  # dynamic sampling found no informative group: nothing to train on
+            rollout_buffer.reset()
+        rollout_buffer.stats = stats
         for key, value in rollout_buffer.stats.items():
             if key.startswith("rollout/"):
                 self.logger.record(key, value)
-        self._last_obs = rollout.last_obs
         callback.update_locals(locals())
         callback.on_rollout_end()
         self._rollout_start = None
         return True
+
+    def _sample_informative(
+        self, collector: GroupRolloutCollector, callback: BaseCallback, n_rollout_steps: int
+    ) -> tuple[ScoredRollout, dict[str, float]] | None:
+        """Dynamic sampling (:mod:`sb3_grpo.common.groups.dynamic_sampling`): rounds of groups until the informative
+        ones fill the rollout or ``max_sampling_rounds`` rounds ran; the informative groups, and the statistics.
+
+        The rollout wants ``groups_per_rollout`` informative groups, else ``n_steps * n_envs`` steps of them; each
+        round after the first samples what is still missing. Running out of rounds warns once per ``learn`` and
+        trains on the informative groups there are (none: no update).
+        """
+        n_envs = collector.n_envs
+        target_steps = n_rollout_steps * n_envs
+        parts: list[ScoredRollout] = []
+        outcomes: list[np.ndarray] = []
+        group_ids: list[np.ndarray] = []
+        n_sampled_groups = kept_groups = kept_steps = rounds = 0
+        steps, groups = n_rollout_steps, None
+        while rounds < self.max_sampling_rounds:
+            rollout = collector.collect(callback, steps, max_groups=groups)
+            if rollout is None:
+                return None
+            rounds += 1
+            self._group_counter += rollout.new_groups
+            self._last_obs = rollout.last_obs
+            scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
+            scored.group_ids = scored.group_ids + n_sampled_groups  # distinct across rounds
+            n_sampled_groups += rollout.n_groups
+            outcomes.append(scored.outcomes)
+            group_ids.append(scored.group_ids)
+            keep = informative_trajectories(scored.group_ids, scored.outcomes)
+            part = select_trajectories(scored, keep)
+            parts.append(part)
+            kept_groups += part.n_groups
+            kept_steps += part.n_steps
+            if self.groups_per_rollout:
+                if kept_groups >= self.groups_per_rollout:
+                    break
+                groups = self.groups_per_rollout - kept_groups
+            else:
+                if kept_steps >= target_steps:
+                    break
+                steps = -(-(target_steps - kept_steps) // n_envs)
+        else:
+            self._warn_sampling_rounds(kept_groups, kept_steps, target_steps, n_sampled_groups)
+        batch = concatenate_rounds(parts)
+        all_outcomes, all_group_ids = np.concatenate(outcomes), np.concatenate(group_ids)
+        stats = rollout_stats(batch, all_outcomes, all_group_ids)
+        stats["rollout/informative_group_fraction"] = kept_groups / max(n_sampled_groups, 1)
+        stats["rollout/sampling_rounds"] = rounds
+        return batch, stats
+
+    def _warn_sampling_rounds(self, kept_groups: int, kept_steps: int, target_steps: int, n_sampled: int) -> None:
+        """Say, once per ``learn``, that dynamic sampling ran out of rounds before the rollout was full."""
+        if self._sampling_warned:
+            return
+        self._sampling_warned = True
+        wanted = (
+            f"{self.groups_per_rollout} informative groups (groups_per_rollout)"
+            if self.groups_per_rollout
+            else f"{target_steps} steps of informative groups (n_steps * n_envs)"
+        )
+        held = f"{kept_groups} groups" + ("" if self.groups_per_rollout else f" ({kept_steps} steps)")
+        warnings.warn(
+            f"{self._algorithm_name}: dynamic_sampling ran max_sampling_rounds={self.max_sampling_rounds} rounds of groups "
+            f"and the rollout holds {held} of the {wanted} asked for: {n_sampled - kept_groups} of the {n_sampled} groups "
+            "sampled scored all their members equally (no signal) and were dropped. Training goes on with the "
+            "informative groups there are (no update where there are none). Raise max_sampling_rounds or group_size, "
+            "or give the reward functions finer scores. Warned once per learn(); "
+            "rollout/informative_group_fraction logs the fraction every rollout.",
+            stacklevel=2,
+        )
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """Save the model (see SB3's ``save``). A save made during a rollout (e.g. by ``CheckpointCallback``) stores

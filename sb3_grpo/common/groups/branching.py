@@ -60,7 +60,7 @@ class BranchingCollector(GroupRolloutCollector):
                 raise refusal
             model._snapshots_checked = True
 
-    def collect(self, callback: BaseCallback, n_rollout_steps: int) -> Rollout | None:
+    def collect(self, callback: BaseCallback, n_rollout_steps: int, max_groups: int | None = None) -> Rollout | None:
         model, env, n_envs = self.model, self.env, self.n_envs
         assert model.branch_every is not None
         size, length = model.group_size, int(model.branch_every)

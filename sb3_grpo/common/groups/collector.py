@@ -261,15 +261,21 @@ class GroupRolloutCollector:
 
     # ------------------------------------------------------------------ one rollout
 
-    def collect(self, callback: BaseCallback, n_rollout_steps: int) -> Rollout | None:
-        """Run the rollout's groups to their end (``None`` if a callback asked to stop)."""
+    def collect(self, callback: BaseCallback, n_rollout_steps: int, max_groups: int | None = None) -> Rollout | None:
+        """Run the rollout's groups to their end (``None`` if a callback asked to stop).
+
+        :param n_rollout_steps: open groups until ``n_rollout_steps * n_envs`` steps are recorded (unless the model
+            has ``groups_per_rollout``).
+        :param max_groups: with ``groups_per_rollout``, run this many groups instead (dynamic sampling's later rounds).
+        """
         model, n_envs = self.model, self.n_envs
+        groups = model.groups_per_rollout if max_groups is None or not model.groups_per_rollout else max_groups
         scheduler = GroupScheduler(
             model.group_size,
             model._seed_root,
             model._group_counter,
-            target_steps=None if model.groups_per_rollout else n_rollout_steps * n_envs,
-            max_groups=model.groups_per_rollout,
+            target_steps=None if groups else n_rollout_steps * n_envs,
+            max_groups=groups,
         )
         active = np.full(n_envs, -1, dtype=np.int64)  # trajectory running in each slot (-1: idle)
         reserved: list[Any] = [None] * n_envs  # the trajectory each slot starts next

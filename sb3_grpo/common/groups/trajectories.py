@@ -120,18 +120,31 @@ def score_rollout(rollout: Rollout, reward_combiner: RewardCombiner, gamma: floa
     )
 
 
-def rollout_stats(scored: ScoredRollout) -> dict[str, float]:
+def rollout_stats(
+    scored: ScoredRollout, sampled_outcomes: np.ndarray | None = None, sampled_group_ids: np.ndarray | None = None
+) -> dict[str, float]:
     """The rollout's statistics: ``rollout/used_step_fraction``, ``rollout/n_groups``, ``rollout/n_trajectories``,
     ``rollout/trajectory_len_mean``, ``rollout/outcome_reward_mean``, ``train/group_reward_std`` and
-    ``train/zero_std_group_fraction``."""
-    inverse, n_group, _ = group_index(scored.group_ids)
-    _, std, spread = grouped_mean_std(scored.outcomes, inverse, n_group)
+    ``train/zero_std_group_fraction``.
+
+    :param scored: the batch.
+    :param sampled_outcomes: with dynamic sampling, the scores of every trajectory sampled (dropped groups too), and
+    :param sampled_group_ids: their groups: ``rollout/outcome_reward_mean`` and ``train/zero_std_group_fraction``
+        then describe what the policy did, the other entries the batch. ``None``: the batch is everything sampled.
+    """
+    outcomes = scored.outcomes if sampled_outcomes is None else sampled_outcomes
+    group_ids = scored.group_ids if sampled_group_ids is None else sampled_group_ids
+    inverse, n_group, _ = group_index(group_ids)
+    _, _, spread = grouped_mean_std(outcomes, inverse, n_group)
+    batch_inverse, batch_groups, _ = group_index(scored.group_ids)
+    _, std, _ = grouped_mean_std(scored.outcomes, batch_inverse, batch_groups)
+    empty = len(scored.counts) == 0
     return {
         "rollout/used_step_fraction": scored.n_steps / max(scored.n_env_steps, 1),
         "rollout/n_groups": scored.n_groups,
         "rollout/n_trajectories": len(scored.counts),
-        "rollout/trajectory_len_mean": float(scored.counts.astype(np.float64).mean()),
-        "rollout/outcome_reward_mean": float(np.mean(scored.outcomes)),
-        "train/group_reward_std": float(np.mean(std)),
+        "rollout/trajectory_len_mean": float("nan") if empty else float(scored.counts.astype(np.float64).mean()),
+        "rollout/outcome_reward_mean": float(np.mean(outcomes)),
+        "train/group_reward_std": float("nan") if empty else float(np.mean(std)),
         "train/zero_std_group_fraction": float(np.mean(spread == 0.0)),
     }
