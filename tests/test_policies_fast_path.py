@@ -1,0 +1,125 @@
+"""The policies' fast per-step path (sampling without distribution objects, no torch argument validation) gives
+bitwise the actions, log-probabilities, values and entropies of SB3's path, on the same random stream."""
+
+import numpy as np
+import pytest
+import torch as th
+from gymnasium import spaces
+from stable_baselines3.common import policies as sb3_policies
+from stable_baselines3.common.distributions import make_proba_distribution
+
+from sb3_grpo.adaptive_kl_ppo import policies as akl_policies
+from sb3_grpo.common.policies import ActorPolicy, sample_with_log_prob, set_distribution
+from sb3_grpo.exact_trpo import policies as trpo_policies
+
+OBS = spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+ACTION_SPACES = {
+    "discrete": spaces.Discrete(4),
+    "box": spaces.Box(-2.0, 2.0, (2,), dtype=np.float32),
+    "multidiscrete": spaces.MultiDiscrete([2, 3]),  # no fast path: SB3's, unchanged
+}
+
+
+def _equal(a: th.Tensor, b: th.Tensor) -> None:
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert th.equal(a, b), (a, b)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+def test_sample_with_log_prob_is_sb3s_sample_and_log_prob(kind):
+    action_space = ACTION_SPACES[kind]
+    dist = make_proba_distribution(action_space)
+    mean_actions = th.randn(16, 4 if kind == "discrete" else 2)
+    log_std = th.tensor([-0.3, 0.4])
+    th.manual_seed(7)
+    actions, log_prob = sample_with_log_prob(dist, mean_actions, log_std)
+    th.manual_seed(7)
+    sb3 = dist.proba_distribution(mean_actions, log_std) if kind == "box" else dist.proba_distribution(mean_actions)
+    expected_actions = sb3.sample()
+    _equal(actions, expected_actions)
+    _equal(log_prob, sb3.log_prob(expected_actions))
+    # and the unvalidated distribution gives the same log-probabilities and entropies
+    assert set_distribution(dist, mean_actions, log_std)
+    assert dist.distribution._validate_args is False
+    _equal(dist.log_prob(expected_actions), sb3.log_prob(expected_actions))
+    _equal(dist.entropy(), sb3.entropy())
+
+
+def test_other_distributions_have_no_fast_path():
+    dist = make_proba_distribution(ACTION_SPACES["multidiscrete"])
+    assert sample_with_log_prob(dist, th.zeros(2, 5), None) is None
+    assert not set_distribution(dist, th.zeros(2, 5), None)
+    sde = make_proba_distribution(ACTION_SPACES["box"], use_sde=True)
+    assert sample_with_log_prob(sde, th.zeros(2, 2), th.zeros(2, 2)) is None
+
+
+@pytest.mark.parametrize("kind", sorted(ACTION_SPACES))
+@pytest.mark.parametrize("ours", [akl_policies.MlpPolicy, trpo_policies.MlpPolicy])
+def test_actor_critic_forward_matches_sb3(ours, kind):
+    action_space = ACTION_SPACES[kind]
+    kwargs = dict(net_arch=[8], share_features_extractor=ours is akl_policies.MlpPolicy)
+    th.manual_seed(0)
+    policy = ours(OBS, action_space, lambda _: 1e-3, **kwargs)
+    reference = sb3_policies.ActorCriticPolicy(OBS, action_space, lambda _: 1e-3, **kwargs)
+    reference.load_state_dict(policy.state_dict())
+    obs = th.rand(8, 3) * 2 - 1
+    with th.no_grad():
+        th.manual_seed(3)
+        got = policy(obs)
+        th.manual_seed(3)
+        expected = reference(obs)
+        for a, b in zip(got, expected, strict=True):
+            _equal(a, b)
+        for deterministic in (True, False):
+            th.manual_seed(4)
+            a = policy.predict(obs.numpy(), deterministic=deterministic)[0]
+            th.manual_seed(4)
+            np.testing.assert_array_equal(a, reference.predict(obs.numpy(), deterministic=deterministic)[0])
+    actions = expected[0]
+    for a, b in zip(policy.evaluate_actions(obs, actions), reference.evaluate_actions(obs, actions), strict=True):
+        _equal(a, b)
+
+
+@pytest.mark.parametrize("kind", sorted(ACTION_SPACES))
+def test_actor_policy_forward_matches_its_distribution(kind):
+    th.manual_seed(0)
+    policy = ActorPolicy(OBS, ACTION_SPACES[kind], lambda _: 1e-3, net_arch=[8])
+    obs = th.rand(8, 3)
+    with th.no_grad():
+        th.manual_seed(5)
+        actions, log_prob = policy(obs)
+        th.manual_seed(5)
+        distribution = policy.get_distribution(obs)
+        expected = distribution.get_actions()
+        _equal(actions, expected.reshape(actions.shape))
+        _equal(log_prob, distribution.log_prob(expected))
+
+
+def test_multi_tensor_adam_updates_bitwise_as_the_per_tensor_loop():
+    from sb3_grpo.common.policies import multi_tensor_adam
+
+    th.manual_seed(0)
+    start = [th.randn(5, 3), th.randn(3), th.randn(1, 5)]
+    results = []
+    for fast in (False, True):
+        params = [p.clone().requires_grad_() for p in start]
+        optimizer = th.optim.Adam(params, lr=1e-2, eps=1e-5)
+        if fast:
+            assert multi_tensor_adam(optimizer).param_groups[0]["foreach"] is True
+        generator = th.Generator().manual_seed(1)
+        for _ in range(5):
+            for p in params:
+                p.grad = th.randn(p.shape, generator=generator)
+            optimizer.step()
+        results.append(params)
+    for slow, fast in zip(*results, strict=True):
+        _equal(slow.detach(), fast.detach())
+    # explicit choices and other optimizers are left alone
+    assert multi_tensor_adam(th.optim.Adam(start, foreach=False)).param_groups[0]["foreach"] is False
+    assert multi_tensor_adam(th.optim.SGD(start, lr=0.1)).param_groups[0]["foreach"] is None
+
+
+def test_policies_use_the_multi_tensor_adam():
+    for cls in (akl_policies.MlpPolicy, trpo_policies.MlpPolicy, ActorPolicy):
+        policy = cls(OBS, ACTION_SPACES["discrete"], lambda _: 1e-3, net_arch=[4])
+        assert policy.optimizer.param_groups[0]["foreach"] is True, cls
