@@ -20,9 +20,15 @@ MOVED_MODULES: dict[str, str] = {
     "sb3_grpo.common.kl_controllers": "sb3_grpo.adaptive_kl_ppo.kl_controllers",
     "sb3_grpo.common.rewards": "sb3_grpo.common.reward_scoring",
     "sb3_grpo.envs.rewards": "sb3_grpo.envs.arithmetic_rewards",
-    "sb3_grpo.common.env_hooks": "sb3_grpo.grpo.env_hooks",
-    "sb3_grpo.common.group_sampling": "sb3_grpo.grpo.group_sampling",
+    "sb3_grpo.common.env_hooks": "sb3_grpo.common.groups.env_hooks",
+    "sb3_grpo.common.group_sampling": "sb3_grpo.common.groups.scheduler",
     "sb3_grpo.grpo.policies": "sb3_grpo.common.policies",
+    # group sampling, shared by GRPO and OnlineDPO
+    "sb3_grpo.grpo.env_hooks": "sb3_grpo.common.groups.env_hooks",
+    "sb3_grpo.grpo.group_sampling": "sb3_grpo.common.groups.scheduler",
+    "sb3_grpo.grpo.rollout": "sb3_grpo.common.groups.collector",
+    "sb3_grpo.grpo.branching": "sb3_grpo.common.groups.branching",
+    "sb3_grpo.grpo.buffers": "sb3_grpo.common.groups.buffers",
 }
 
 

@@ -8,9 +8,9 @@ import pytest
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.monitor import Monitor
 
-from sb3_grpo.grpo import env_hooks
-from sb3_grpo.grpo.env_hooks import INFO_KEY, group_reset_class, install_group_reset, observation_digest
-from sb3_grpo.grpo.group_sampling import GroupScheduler, group_seed
+from sb3_grpo.common.groups import env_hooks
+from sb3_grpo.common.groups.env_hooks import INFO_KEY, group_reset_class, install_group_reset, observation_digest
+from sb3_grpo.common.groups.scheduler import GroupScheduler, group_seed
 
 
 def test_scheduler_hands_out_whole_groups_with_shared_seeds():

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from stable_baselines3.common.monitor import Monitor
 
+from sb3_grpo.common.groups.env_hooks import INFO_KEY, group_reset_class
 from sb3_grpo.common.snapshots import SnapshotError, find_snapshotter
-from sb3_grpo.grpo.env_hooks import INFO_KEY, group_reset_class
 
 ENVS = [
     "CartPole-v1",

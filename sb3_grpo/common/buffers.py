@@ -1,7 +1,7 @@
 """
 Rollout buffers of the critic algorithms: :class:`EstimatorRolloutBuffer` / :class:`DictEstimatorRolloutBuffer`,
 SB3's rollout buffers whose advantages and returns come from a registered advantage estimator instead of the
-hard-wired GAE. GRPO's batch of whole trajectories is :class:`sb3_grpo.grpo.buffers.GroupRolloutBuffer`.
+hard-wired GAE. GRPO's batch of whole trajectories is :class:`sb3_grpo.common.groups.buffers.GroupRolloutBuffer`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ at the optimizer. :func:`with_finite_check` (the first callback of ``learn``, se
 buffer, and raises a ``ValueError`` naming the env's index in the VecEnv and the step of its episode. The check is
 on the env's own values (under a ``VecNormalize``, the original rewards and observations, which the normalisation
 would otherwise clip to finite numbers). GRPO's own rollout calls :func:`check_finite_reset` and
-:func:`check_finite_step` itself (see :mod:`sb3_grpo.grpo.rollout`).
+:func:`check_finite_step` itself (see :mod:`sb3_grpo.common.groups.collector`).
 """
 
 from __future__ import annotations

@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, LinearSchedule
+from stable_baselines3.common.type_aliases import GymEnv, Schedule
+from stable_baselines3.common.utils import FloatSchedule
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.arguments import check_argument_types
-from sb3_grpo.common.base_class import GROUP_PROVIDES, AlgorithmMixin
+from sb3_grpo.common.base_class import GROUP_PROVIDES
+from sb3_grpo.common.groups.algorithm import NUMBER_TYPES, GroupSamplingAlgorithm
+from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
+from sb3_grpo.common.groups.collector import NonReproducibleResetError
+from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
-from sb3_grpo.common.reward_scoring import RewardCombiner
+from sb3_grpo.common.policies import ActorPolicy, frozen_copy
 from sb3_grpo.grpo.batch import build_batch
-from sb3_grpo.grpo.branching import BranchingCollector, branching_problem
-from sb3_grpo.grpo.buffers import GroupRolloutBuffer
 from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
-from sb3_grpo.grpo.rollout import GroupRolloutCollector, NonReproducibleResetError, overshoot_limit
-from sb3_grpo.plugins import get_reward_function
 
 __all__ = ["GRPO", "NonReproducibleResetError"]
 
-NUMBER_TYPES = (int, float, np.integer, np.floating)
 
-
-class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
+class GRPO(GroupSamplingAlgorithm):
     """
     Group Relative Policy Optimisation (Shao et al. 2024, DeepSeekMath), for any Gymnasium env, without a critic.
 
@@ -144,20 +136,7 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
     :param _init_setup_model: whether or not to build the network at the creation of the instance.
     """
 
-    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
-        "MlpPolicy": MlpPolicy,
-        "CnnPolicy": CnnPolicy,
-        "MultiInputPolicy": MultiInputPolicy,
-    }
     estimator_provides = GROUP_PROVIDES
-    checks_steps_by_callback = False  # its own rollout checks every step (grpo/rollout.py)
-    policy: ActorPolicy  # type: ignore[assignment]
-    #: Branching groups: (env id, state to branch from per block) at the end of the last rollout (saved with the model).
-    _branch_states: tuple[str, list[Any]] | None = None
-    #: The VecEnv whose slots carry the group-reset hook (see :mod:`sb3_grpo.grpo.rollout`).
-    _hooked_env: VecEnv | None = None
-    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``warn_overshoot``).
-    _overshoot_warn_at: int | None = None
 
     def __init__(
         self,
@@ -205,51 +184,43 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         check_argument_types(
             "GRPO",
             dict(
-                learning_rate=(learning_rate, "schedule"),
-                n_steps=(n_steps, "int"),
-                groups_per_rollout=(groups_per_rollout, "int?"),
-                group_size=(group_size, "int"),
-                batch_size=(batch_size, "int?"),
-                n_epochs=(n_epochs, "int"),
-                gamma=(gamma, "float"),
                 clip_range=(clip_range, "schedule"),
                 clip_range_high=(clip_range_high, "schedule?"),
                 beta=(beta, "float"),
                 ref_update_interval=(ref_update_interval, "int?"),
-                ent_coef=(ent_coef, "float"),
-                max_grad_norm=(max_grad_norm, "float"),
                 target_kl=(target_kl, "float?"),
-                branch_every=(branch_every, "int?"),
-                max_trajectory_length=(max_trajectory_length, "int"),
-                sde_sample_freq=(sde_sample_freq, "int"),
-                stats_window_size=(stats_window_size, "int"),
             ),
         )
         super().__init__(
-            policy,  # type: ignore[arg-type]  # SB3 types on-policy policies as ActorCriticPolicy; GRPO's is actor only
+            policy,
             env,
             learning_rate=learning_rate,
             n_steps=n_steps,
+            groups_per_rollout=groups_per_rollout,
+            group_size=group_size,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
             gamma=gamma,
-            gae_lambda=1.0,
             ent_coef=ent_coef,
-            vf_coef=0.0,
             max_grad_norm=max_grad_norm,
+            reward_functions=reward_functions,
+            reward_weights=reward_weights,
+            reward_aggregation=reward_aggregation,
+            branch_every=branch_every,
+            branch_pivot=branch_pivot,
+            branch_carry_over=branch_carry_over,
+            verify_group_starts=verify_group_starts,
+            max_trajectory_length=max_trajectory_length,
             use_sde=use_sde,
             sde_sample_freq=sde_sample_freq,
+            log_std_max=log_std_max,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
             policy_kwargs=policy_kwargs,
             verbose=verbose,
             seed=seed,
             device=device,
-            _init_setup_model=False,
-            supported_action_spaces=(spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary),
         )
-        self.groups_per_rollout = groups_per_rollout
-        self.group_size = group_size
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
         self.clip_range = clip_range
         self.clip_range_high = clip_range_high
         self.beta = beta
@@ -258,32 +229,15 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         self.loss_constant: float | None = None  # dr_grpo's constant, set by the first batch (saved with the model)
         self.group_loss_scale = group_loss_scale
         self.importance_sampling_level = importance_sampling_level
-        if isinstance(reward_functions, str) or callable(reward_functions):
-            reward_functions = [reward_functions]  # type: ignore[list-item]
-        self.reward_functions = list(reward_functions)  # type: ignore[arg-type]
-        self.reward_weights = None if reward_weights is None else [float(w) for w in reward_weights]
-        self.reward_aggregation = reward_aggregation
         self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
         self.target_kl = target_kl
-        self.branch_every = branch_every
-        self.branch_pivot = branch_pivot
-        self.branch_carry_over = branch_carry_over
-        self.verify_group_starts = verify_group_starts
-        self.max_trajectory_length = max_trajectory_length
-        self.log_std_max = log_std_max
         self._finish_init(advantage_estimator, dict(advantage_kwargs or {}), _init_setup_model)
 
     # ------------------------------------------------------------------ set-up
 
     def _check_arguments(self) -> None:
         fail = self._fail
-        self._check_shared_arguments()
-        if not isinstance(self.group_size, (int, np.integer)) or self.group_size < 2:
-            fail(f"group_size must be an integer >= 2 (trajectories are compared within a group), got {self.group_size!r}")
-        if self.groups_per_rollout is not None and self.groups_per_rollout < 1:
-            fail(f"groups_per_rollout must be >= 1 or None, got {self.groups_per_rollout!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            fail(f"batch_size must be >= 1 or None (whole batch), got {self.batch_size!r}")
+        self._check_group_arguments()
         if self.beta < 0 or not np.isfinite(self.beta):
             fail(f"beta must be a finite number >= 0 (0 disables the reference policy), got {self.beta!r}")
         if self.ref_update_interval is not None and self.ref_update_interval < 1:
@@ -303,15 +257,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             )
         if self.target_kl is not None and not self.target_kl > 0:
             fail(f"target_kl must be > 0 or None, got {self.target_kl!r}")
-        if not isinstance(self.sde_sample_freq, (int, np.integer)) or not (
-            self.sde_sample_freq == -1 or self.sde_sample_freq > 0
-        ):
-            fail(
-                f"sde_sample_freq must be -1 (one gSDE noise matrix per trajectory) or a number of steps > 0, "
-                f"got {self.sde_sample_freq!r}"
-            )
-        if self.max_trajectory_length < 1:
-            fail(f"max_trajectory_length must be >= 1, got {self.max_trajectory_length!r}")
         low, high = self.clip_range, self.clip_range_high
         if isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES) and high < low:
             warnings.warn(
@@ -328,42 +273,12 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 )
             if not all(0.0 <= g <= 1.0 for g in self.reward_gammas):
                 fail(f"reward_gammas must all be in [0, 1], got {self.reward_gammas}")
-        bound = self.log_std_max
-        if bound is not None and not callable(bound):
-            pair = isinstance(bound, (list, tuple)) and len(bound) == 2 and all(isinstance(v, NUMBER_TYPES) for v in bound)
-            if not (isinstance(bound, NUMBER_TYPES) or pair):
-                fail(
-                    f"log_std_max must be None, a number, a schedule of the remaining progress or a pair (start, end) "
-                    f"for a linear schedule, got {bound!r}"
-                )
-            if not np.all(np.isfinite(np.asarray(bound, dtype=np.float64))):
-                fail(f"log_std_max must be finite, got {bound!r}")
-        problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
-        if problem is not None:
-            fail(problem)
 
     def _setup_model(self) -> None:
-        self._setup_lr_schedule()
-        self.set_random_seed(self.seed)
-        self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
-        )
-        self.policy = self.policy.to(self.device)
-        self._maybe_recommend_cpu()
+        super()._setup_model()
         self.ref_policy: ActorPolicy | None = None
         if self.beta > 0:
             self.ref_policy = frozen_copy(self.policy)
-        if self.log_std_max is not None:
-            log_std = getattr(self.policy, "log_std", None)
-            if not isinstance(self.action_space, spaces.Box) or not isinstance(log_std, th.nn.Parameter):
-                raise ValueError(
-                    f"log_std_max bounds the Gaussian policy's log standard deviation, which needs a Box action space; "
-                    f"this env's action space is {self.action_space}. Drop log_std_max."
-                )
-            if not callable(self.log_std_max) and not isinstance(self.log_std_max, NUMBER_TYPES):
-                start, end = (float(v) for v in self.log_std_max)  # type: ignore[union-attr]
-                self.log_std_max = LinearSchedule(start, end, 1.0)
-            self.log_std_max = FloatSchedule(self.log_std_max)  # type: ignore[arg-type]
         self.clip_range = FloatSchedule(self.clip_range)  # type: ignore[assignment]
         if self.clip_range_high is not None:
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
@@ -375,95 +290,26 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
                 f"{self.advantage_estimator!r} with {self.advantage_kwargs}. Or drop reward_gammas to discount every "
                 "reward with gamma."
             )
-        functions = [
-            (f if isinstance(f, str) else getattr(f, "__name__", repr(f)), get_reward_function(f))
-            for f in self.reward_functions
-        ]
-        self._reward_combiner = RewardCombiner(functions, self.reward_weights, self.reward_aggregation)
-        self.rollout_buffer = GroupRolloutBuffer(self.observation_space, self.action_space, self.device)  # type: ignore[assignment]
-        # Reproducible group seeds and minibatch order, saved with the model (exact resume).
-        if not hasattr(self, "_seed_root"):
-            self._seed_root = int(self.seed) if self.seed is not None else int(np.random.SeedSequence().generate_state(1)[0])
-            self._group_counter = 0
-            self._np_rng = np.random.default_rng(np.random.SeedSequence([self._seed_root, 1]))
-        self._rollout_start: dict[str, Any] | None = None
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        names = ["policy", "policy.optimizer"]
+        names, other = super()._get_torch_save_params()
         if self.beta > 0:
             names.append("ref_policy")
-        return names, []
+        return names, other
 
     def _excluded_save_params(self) -> list[str]:
-        return [
-            *super()._excluded_save_params(),
-            "ref_policy",
-            "_hooked_env",
-            "_rollout_start",
-            "_snapshots_checked",
-            "_overshoot_warn_at",
-        ]
+        return [*super()._excluded_save_params(), "ref_policy"]
 
     # ------------------------------------------------------------------ rollouts
 
-    def _setup_learn(
-        self,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        reset_num_timesteps: bool = True,
-        tb_log_name: str = "run",
-        progress_bar: bool = False,
-    ) -> tuple[int, BaseCallback]:
-        # A fresh run (reset_num_timesteps=True, SB3's default) starts new groups; a continued one carries on the
-        # branching groups' episodes where the previous rollout left them.
-        if reset_num_timesteps:
-            self._branch_states = None
-        setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-        self._overshoot_warn_at = overshoot_limit(self)
-        return setup
-
-    def _begin_rollout(self) -> None:
-        """Snapshot what a checkpoint taken during this rollout must store to redo it exactly (see :meth:`save`),
-        then reseed torch's generator from the model's own, so the rollout's actions depend on saved state only."""
-        self._rollout_start = {
-            "num_timesteps": self.num_timesteps,
-            "_group_counter": self._group_counter,
-            "_np_rng": copy.deepcopy(self._np_rng),
-            "_branch_states": self._branch_states,
-        }
-        th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
-        if self.log_std_max is not None:
-            bound = self.log_std_max(self._current_progress_remaining)  # type: ignore[operator]
-            with th.no_grad():
-                self.policy.log_std.clamp_(max=bound)
-            self._log_std_bound = bound
-
-    def collect_rollouts(  # type: ignore[override]
-        self, env: VecEnv, callback: BaseCallback, rollout_buffer: GroupRolloutBuffer, n_rollout_steps: int
-    ) -> bool:
-        """Run whole groups of trajectories (:mod:`sb3_grpo.grpo.rollout`, :mod:`sb3_grpo.grpo.branching`) and build
-        the training batch from them (:mod:`sb3_grpo.grpo.batch`).
-
-        :return: ``False`` if a callback asked to stop training (the partial rollout is then discarded).
-        """
-        assert self._last_obs is not None, "No previous observation was provided"
-        collector = (GroupRolloutCollector if self.branch_every is None else BranchingCollector)(self, env)
-        self.policy.set_training_mode(False)
-        self._begin_rollout()
-        callback.on_rollout_start()
-        rollout = collector.collect(callback, n_rollout_steps)
-        if rollout is None:
-            return False
-        self._group_counter += rollout.new_groups
-        if rollout.branch_states is not None:
-            self._branch_states = rollout.branch_states
+    def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> None:
+        """Advantages, loss weights and the batch (:func:`sb3_grpo.grpo.batch.build_batch`)."""
         loss_constant = self.loss_constant
         if self.loss_type == "dr_grpo" and loss_constant is None:  # the env's time limit, if it has one
             loss_constant = getattr(env.get_attr("spec", indices=[0])[0], "max_episode_steps", None) or None
         self.loss_constant = build_batch(
-            rollout,
+            scored,
             rollout_buffer,
-            reward_combiner=self._reward_combiner,
             estimator=self._estimator,
             gamma=self.gamma,
             group_size=self.group_size,
@@ -472,14 +318,6 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
             loss_constant=None if loss_constant is None else float(loss_constant),
             group_loss_scale=self.group_loss_scale,
         )
-        for key, value in rollout_buffer.stats.items():
-            if key.startswith("rollout/"):
-                self.logger.record(key, value)
-        self._last_obs = rollout.last_obs
-        callback.update_locals(locals())
-        callback.on_rollout_end()
-        self._rollout_start = None
-        return True
 
     # ------------------------------------------------------------------ update
 
@@ -559,19 +397,3 @@ class GRPO(AlgorithmMixin, OnPolicyAlgorithm):
         if self.log_std_max is not None:
             self.logger.record("train/log_std_max", getattr(self, "_log_std_bound", float("nan")))
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-
-    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
-        """Save the model (see SB3's ``save``). A save made during a rollout (e.g. by ``CheckpointCallback``) stores
-        the state at the start of that rollout, so a run resumed from it redoes that rollout exactly."""
-        start = self._rollout_start
-        if start is None:
-            super().save(path, exclude=exclude, include=include)
-            return
-        current = {key: getattr(self, key) for key in start}
-        try:
-            for key, value in start.items():
-                setattr(self, key, copy.deepcopy(value) if key == "_np_rng" else value)
-            super().save(path, exclude=exclude, include=include)
-        finally:
-            for key, value in current.items():
-                setattr(self, key, value)

@@ -1,5 +1,6 @@
 """
-Seeded resets inside any SB3 VecEnv slot, so that the members of a GRPO group start from the same state.
+Seeded resets inside any SB3 VecEnv slot, so that the members of a group (GRPO, OnlineDPO) start from the same
+state.
 
 SB3's VecEnvs reset a slot automatically when its episode ends, without a seed, and the wrappers stacked on
 the VecEnv (``VecNormalize``, ``VecFrameStack``, ``VecMonitor``) see that reset as part of ``step``. To put a
@@ -137,7 +138,7 @@ def group_reset_class(base: type) -> type:
         return base
     if "<locals>" in base.__qualname__:
         raise TypeError(
-            f"GRPO cannot install its group-reset hook on {base.__module__}.{base.__qualname__}: the class is defined "
+            f"sb3_grpo cannot install its group-reset hook on {base.__module__}.{base.__qualname__}: the class is defined "
             "inside a function, so worker processes cannot import it. Define the env (or wrapper) class at module level."
         )
     name = hook_class_name(_PREFIX, base)
@@ -173,8 +174,9 @@ def install_group_reset(venv: VecEnv) -> None:
         classes = venv.get_attr("__class__")
     except Exception as exc:  # pragma: no cover - exotic VecEnvs
         raise TypeError(
-            f"GRPO needs to reset each slot of the VecEnv with a group's seed, but {type(unwrap_vec_env(venv)).__name__} "
-            f"does not expose its envs through get_attr/set_attr ({exc!r}). Use DummyVecEnv or SubprocVecEnv."
+            f"Group sampling needs to reset each slot of the VecEnv with a group's seed, but "
+            f"{type(unwrap_vec_env(venv)).__name__} does not expose its envs through get_attr/set_attr ({exc!r}). "
+            "Use DummyVecEnv or SubprocVecEnv."
         ) from exc
     for index, cls in enumerate(classes):
         if not is_group_reset_class(cls):

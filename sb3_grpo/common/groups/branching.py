@@ -1,5 +1,5 @@
 """
-GRPO's branching groups (``branch_every``): :class:`BranchingCollector`.
+Branching groups (``branch_every``): :class:`BranchingCollector`.
 
 The VecEnv's slots form blocks of ``group_size``; each block runs one group in lockstep, segment by segment. Every
 ``branch_every`` steps, all members of a block are set to the state one member (the pivot, drawn before the segment)
@@ -15,8 +15,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.grpo.group_sampling import group_seed
-from sb3_grpo.grpo.rollout import GroupRolloutCollector, Rollout, StepRecord
+from sb3_grpo.common.groups.collector import GroupRolloutCollector, Rollout, StepRecord
+from sb3_grpo.common.groups.scheduler import group_seed
 
 __all__ = ["BRANCH_PIVOTS", "BranchingCollector", "branching_problem", "env_id"]
 
@@ -25,7 +25,7 @@ BRANCH_PIVOTS = ("any", "alive")
 
 
 def branching_problem(branch_every: int | None, branch_pivot: str, n_envs: int | None, group_size: int) -> str | None:
-    """What is wrong with GRPO's branching arguments (``None``: nothing)."""
+    """What is wrong with the branching arguments (``None``: nothing)."""
     if branch_pivot not in BRANCH_PIVOTS:
         return f"branch_pivot must be one of {BRANCH_PIVOTS}, got {branch_pivot!r}"
     if branch_every is None:

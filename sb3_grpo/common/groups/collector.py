@@ -1,11 +1,13 @@
 """
-GRPO's rollout: :class:`GroupRolloutCollector` runs whole groups of trajectories on a VecEnv and records them.
+The group rollout: :class:`GroupRolloutCollector` runs whole groups of trajectories on a VecEnv and records them.
 
-The collector installs the seeded-reset hook in every slot (:mod:`sb3_grpo.grpo.env_hooks`), asks the
-:class:`~sb3_grpo.grpo.group_sampling.GroupScheduler` which (group, member) trajectory each slot runs next, checks
+The collector installs the seeded-reset hook in every slot (:mod:`sb3_grpo.common.groups.env_hooks`), asks the
+:class:`~sb3_grpo.common.groups.scheduler.GroupScheduler` which (group, member) trajectory each slot runs next, checks
 that the members of a group start from the same observation, steps the env with the policy and checks what comes
-back. What it returns, a :class:`Rollout`, is turned into the training batch by :func:`sb3_grpo.grpo.batch.build_batch`.
-The branching variant (``branch_every``) is :class:`sb3_grpo.grpo.branching.BranchingCollector`.
+back. What it returns, a :class:`Rollout`, is sorted into scored trajectories by
+:func:`sb3_grpo.common.groups.trajectories.score_rollout`. The branching variant (``branch_every``) is
+:class:`sb3_grpo.common.groups.branching.BranchingCollector`. Used by every group-sampling algorithm (GRPO,
+OnlineDPO) through :class:`~sb3_grpo.common.groups.algorithm.GroupSamplingAlgorithm`.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_grpo.common.groups.env_hooks import INFO_KEY, install_group_reset, is_group_reset_class
+from sb3_grpo.common.groups.scheduler import GroupScheduler
 from sb3_grpo.common.rollout_checks import check_finite_reset, check_finite_step
 from sb3_grpo.common.vec_env import own_env_class, unwrap_vec_env
-from sb3_grpo.grpo.env_hooks import INFO_KEY, install_group_reset, is_group_reset_class
-from sb3_grpo.grpo.group_sampling import GroupScheduler
 
 if TYPE_CHECKING:
-    from sb3_grpo.grpo.grpo import GRPO
+    from sb3_grpo.common.groups.algorithm import GroupSamplingAlgorithm
 
 __all__ = [
     "GroupRolloutCollector",
@@ -60,7 +62,7 @@ def describe_env(env: VecEnv) -> str:
     return f"of class {cls.__module__}.{cls.__qualname__}"
 
 
-def overshoot_limit(model: GRPO) -> int | None:
+def overshoot_limit(model: GroupSamplingAlgorithm) -> int | None:
     """The ``num_timesteps`` past which this ``learn`` is warned about (see :func:`warn_overshoot`): twice what was
     asked for, or twice one rollout of ``n_steps * n_envs`` steps (what SB3's PPO would run for a budget smaller than
     one rollout), whichever is larger."""
@@ -69,9 +71,9 @@ def overshoot_limit(model: GRPO) -> int | None:
     return model.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
 
 
-def warn_overshoot(model: GRPO, n_envs: int) -> None:
+def warn_overshoot(model: GroupSamplingAlgorithm, n_envs: int) -> None:
     """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget (see
-    ``GRPO._setup_learn``)."""
+    ``GroupSamplingAlgorithm._setup_learn``)."""
     start = model._rollout_start["num_timesteps"] if model._rollout_start else model.num_timesteps
     if model.groups_per_rollout is not None:
         rule = f"groups_per_rollout={model.groups_per_rollout} groups of group_size={model.group_size} whole episodes"
@@ -82,10 +84,10 @@ def warn_overshoot(model: GRPO, n_envs: int) -> None:
             f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
         )
     warnings.warn(
-        f"GRPO: learn(total_timesteps={model._total_timesteps:,}) will run more than twice the steps asked for: "
-        f"this rollout alone has run {model.num_timesteps - start:,} env steps so far, because a rollout runs {rule}. "
-        "For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or fewer "
-        "envs (n_envs); or raise total_timesteps.",
+        f"{model._algorithm_name}: learn(total_timesteps={model._total_timesteps:,}) will run more than twice the steps "
+        f"asked for: this rollout alone has run {model.num_timesteps - start:,} env steps so far, because a rollout "
+        f"runs {rule}. For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or "
+        "fewer envs (n_envs); or raise total_timesteps.",
         stacklevel=2,
     )
     model._overshoot_warn_at = None
@@ -145,11 +147,11 @@ class GroupRolloutCollector:
     start state must be in place before the episode ends); groups stop opening once ``n_steps * n_envs`` steps are
     recorded (or ``groups_per_rollout`` groups opened), and the open groups run to their end.
 
-    :param model: the GRPO model (its policy, settings and step counters).
+    :param model: the algorithm (its policy, settings and step counters).
     :param env: the VecEnv to collect from.
     """
 
-    def __init__(self, model: GRPO, env: VecEnv):
+    def __init__(self, model: GroupSamplingAlgorithm, env: VecEnv):
         self.model = model
         self.env = env
         self.base = unwrap_vec_env(env)
@@ -171,9 +173,9 @@ class GroupRolloutCollector:
         record = self.base.reset_infos[slot].get(INFO_KEY) if self.base.reset_infos[slot] else None
         if record is None or record[0] != expected:
             raise RuntimeError(
-                f"GRPO scheduled trajectory {expected} in env slot {slot}, but the slot's reset info reports "
-                f"{record!r}. Something between the VecEnv and the env (a custom VecEnv or a wrapper that resets on its "
-                "own) bypassed the seeded reset; use DummyVecEnv or SubprocVecEnv with standard wrappers."
+                f"{self.model._algorithm_name} scheduled trajectory {expected} in env slot {slot}, but the slot's reset "
+                f"info reports {record!r}. Something between the VecEnv and the env (a custom VecEnv or a wrapper that "
+                "resets on its own) bypassed the seeded reset; use DummyVecEnv or SubprocVecEnv with standard wrappers."
             )
         return record[2]
 
@@ -190,13 +192,14 @@ class GroupRolloutCollector:
         where = f"(env {describe_env(self.env)}, group {group}: trajectories {first_trajectory} and {trajectory})"
         if restored:
             raise NonReproducibleResetError(
-                f"Members of a GRPO branching group were restored from the same state snapshot but started from "
-                f"different observations {where}: the env's state snapshotter does not restore everything the "
-                "observation depends on. Fix the snapshotter registered for this env (register_state_snapshots), "
-                "or pass verify_group_starts=False to train anyway."
+                f"Members of a {self.model._algorithm_name} branching group were restored from the same state snapshot "
+                f"but started from different observations {where}: the env's state snapshotter does not restore "
+                "everything the observation depends on. Fix the snapshotter registered for this env "
+                "(register_state_snapshots), or pass verify_group_starts=False to train anyway."
             )
         raise NonReproducibleResetError(
-            f"Members of a GRPO group reset with the same seed but started from different observations {where}: "
+            f"Members of a {self.model._algorithm_name} group reset with the same seed but started from different "
+            f"observations {where}: "
             "the env's reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
             "Make it deterministic: in reset(), call super().reset(seed=seed) first and draw everything random from "
             "self.np_random (not from np.random, random or a generator of its own); if reset() samples a space "
@@ -308,9 +311,10 @@ class GroupRolloutCollector:
             if too_long.any():
                 raise RuntimeError(
                     f"A trajectory in env slot {int(np.flatnonzero(too_long)[0])} ran for more than "
-                    f"max_trajectory_length={model.max_trajectory_length} steps without ending. GRPO scores whole "
-                    "episodes, so every episode must end: wrap the env in gymnasium.wrappers.TimeLimit (or register it "
-                    "with max_episode_steps), or raise max_trajectory_length if such long episodes are intended."
+                    f"max_trajectory_length={model.max_trajectory_length} steps without ending. "
+                    f"{model._algorithm_name} scores whole episodes, so every episode must end: wrap the env in "
+                    "gymnasium.wrappers.TimeLimit (or register it with max_episode_steps), or raise max_trajectory_length "
+                    "if such long episodes are intended."
                 )
             for slot in np.flatnonzero(dones & running).tolist():
                 truncated = bool(infos[slot].get("TimeLimit.truncated", False))

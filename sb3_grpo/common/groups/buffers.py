@@ -1,4 +1,5 @@
-"""GRPO's training batch: whole trajectories, flat per step in trajectory order, with per-step loss weights."""
+"""The training batch of a group-sampling algorithm (GRPO, OnlineDPO): whole trajectories, flat per step in trajectory
+order, with per-step loss weights."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ __all__ = ["GroupRolloutBuffer", "GroupRolloutBufferSamples"]
 
 
 class GroupRolloutBufferSamples(NamedTuple):
-    """One minibatch of GRPO data (torch tensors on the model's device).
+    """One minibatch of a group batch (torch tensors on the model's device).
 
     :param observations: ``(m, *obs_shape)`` (a dict of tensors for Dict spaces).
     :param actions: ``(m, action_dim)``, or ``(m,)`` longs for Discrete spaces.
@@ -37,7 +38,7 @@ class GroupRolloutBufferSamples(NamedTuple):
 
 class GroupRolloutBuffer:
     """
-    The training batch of one GRPO rollout: whole trajectories, stored flat per step in trajectory order.
+    The training batch of one group rollout: whole trajectories, stored flat per step in trajectory order.
 
     Each step carries a loss weight ``w`` such that the full-batch loss is ``sum_n w_n * loss_n``
     (``loss_type="bnpo"``: ``1/N``; ``"grpo"``: ``1/(M * L_i)``; ``"dr_grpo"``: ``1/(M * C)``, with ``N`` steps,
@@ -65,7 +66,7 @@ class GroupRolloutBuffer:
         self.trajectory = np.zeros(0, dtype=np.int64)
         self.n_trajectories = 0
         self.group_ids = np.zeros(0, dtype=np.int64)  # per trajectory (set by the algorithm)
-        #: the batch's statistics (see :func:`sb3_grpo.grpo.batch.build_batch`)
+        #: the batch's statistics (see :func:`sb3_grpo.common.groups.trajectories.rollout_stats`)
         self.stats: dict[str, float] = {}
         #: SB3's ``RolloutBuffer.full``: True once a rollout has filled the buffer (custom loops check it)
         self.full = False
@@ -102,7 +103,7 @@ class GroupRolloutBuffer:
 
     @th.no_grad()
     def log_prob_under(self, policy: Any, chunk: int = 4096) -> np.ndarray:
-        """``(N,)`` float32: the log-probability of every step's action under ``policy`` (GRPO's reference policy)."""
+        """``(N,)`` float32: the log-probability of every step's action under ``policy`` (e.g. a reference policy)."""
         parts = [policy.evaluate_actions(b.observations, b.actions)[0].cpu().numpy() for b in self.in_order(chunk)]
         return np.concatenate(parts).astype(np.float32)
 
