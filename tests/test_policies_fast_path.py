@@ -17,10 +17,21 @@ ACTION_SPACES = {
     "discrete": spaces.Discrete(4),
     "box": spaces.Box(-2.0, 2.0, (2,), dtype=np.float32),
     "multidiscrete": spaces.MultiDiscrete([2, 3]),  # no fast path: SB3's, unchanged
+    "box_sde": spaces.Box(-2.0, 2.0, (2,), dtype=np.float32),  # gSDE
+    "box_sde_squashed": spaces.Box(-2.0, 2.0, (2,), dtype=np.float32),  # no fast path
 }
 
 
-def _equal(a: th.Tensor, b: th.Tensor) -> None:
+def _kwargs(kind: str) -> dict:
+    if kind.startswith("box_sde"):
+        return dict(use_sde=True, squash_output=kind.endswith("squashed"), log_std_init=-0.5)
+    return {}
+
+
+def _equal(a: th.Tensor | None, b: th.Tensor | None) -> None:
+    if a is None or b is None:  # a squashed Gaussian has no closed-form entropy
+        assert a is None and b is None
+        return
     assert a.dtype == b.dtype and a.shape == b.shape
     assert th.equal(a, b), (a, b)
 
@@ -49,15 +60,17 @@ def test_other_distributions_have_no_fast_path():
     dist = make_proba_distribution(ACTION_SPACES["multidiscrete"])
     assert sample_with_log_prob(dist, th.zeros(2, 5), None) is None
     assert not set_distribution(dist, th.zeros(2, 5), None)
+    squashed = make_proba_distribution(ACTION_SPACES["box"], use_sde=True, dist_kwargs=dict(squash_output=True))
+    assert sample_with_log_prob(squashed, th.zeros(2, 2), th.zeros(3, 2), th.zeros(2, 3)) is None
     sde = make_proba_distribution(ACTION_SPACES["box"], use_sde=True)
-    assert sample_with_log_prob(sde, th.zeros(2, 2), th.zeros(2, 2)) is None
+    assert sample_with_log_prob(sde, th.zeros(2, 2), th.zeros(3, 2)) is None  # gSDE needs the latent features
 
 
 @pytest.mark.parametrize("kind", sorted(ACTION_SPACES))
 @pytest.mark.parametrize("ours", [akl_policies.MlpPolicy, trpo_policies.MlpPolicy])
 def test_actor_critic_forward_matches_sb3(ours, kind):
     action_space = ACTION_SPACES[kind]
-    kwargs = dict(net_arch=[8], share_features_extractor=ours is akl_policies.MlpPolicy)
+    kwargs = dict(net_arch=[8], share_features_extractor=ours is akl_policies.MlpPolicy, **_kwargs(kind))
     th.manual_seed(0)
     policy = ours(OBS, action_space, lambda _: 1e-3, **kwargs)
     reference = sb3_policies.ActorCriticPolicy(OBS, action_space, lambda _: 1e-3, **kwargs)
@@ -65,8 +78,12 @@ def test_actor_critic_forward_matches_sb3(ours, kind):
     obs = th.rand(8, 3) * 2 - 1
     with th.no_grad():
         th.manual_seed(3)
+        if kwargs.get("use_sde"):
+            policy.reset_noise(8)
         got = policy(obs)
         th.manual_seed(3)
+        if kwargs.get("use_sde"):
+            reference.reset_noise(8)
         expected = reference(obs)
         for a, b in zip(got, expected, strict=True):
             _equal(a, b)
@@ -83,7 +100,9 @@ def test_actor_critic_forward_matches_sb3(ours, kind):
 @pytest.mark.parametrize("kind", sorted(ACTION_SPACES))
 def test_actor_policy_forward_matches_its_distribution(kind):
     th.manual_seed(0)
-    policy = ActorPolicy(OBS, ACTION_SPACES[kind], lambda _: 1e-3, net_arch=[8])
+    policy = ActorPolicy(OBS, ACTION_SPACES[kind], lambda _: 1e-3, net_arch=[8], **_kwargs(kind))
+    if kind.startswith("box_sde"):
+        policy.reset_noise(8)
     obs = th.rand(8, 3)
     with th.no_grad():
         th.manual_seed(5)

@@ -53,12 +53,26 @@ __all__ = [
 _HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))  # the constant of torch's Normal.log_prob, computed the same way
 
 
-def set_distribution(action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None) -> bool:
+def _gsde_std(action_dist: StateDependentNoiseDistribution, log_std: th.Tensor, latent_sde: th.Tensor) -> th.Tensor:
+    """gSDE's per-state standard deviation, as ``StateDependentNoiseDistribution.proba_distribution`` computes it
+    (``latent_sde`` already detached where SB3 detaches it)."""
+    variance = th.mm(latent_sde**2, action_dist.get_std(log_std) ** 2)
+    return th.sqrt(variance + action_dist.epsilon)
+
+
+def _is_plain_gsde(action_dist: Distribution) -> bool:
+    return type(action_dist) is StateDependentNoiseDistribution and action_dist.bijector is None
+
+
+def set_distribution(
+    action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None, latent_sde: th.Tensor | None = None
+) -> bool:
     """Set ``action_dist``'s torch distribution as SB3's ``proba_distribution`` does, without argument validation.
 
     torch validates a distribution's arguments (and every value given to ``log_prob``) by default; the checks only
     raise, they never change a value, and on a policy's own outputs they cost more than the small networks here.
-    Categorical and diagonal Gaussian only (the exact types, not subclasses such as the squashed Gaussian).
+    Categorical, diagonal Gaussian and gSDE without squashing (the exact SB3 types, not subclasses); gSDE needs the
+    policy's latent features ``latent_sde``.
 
     :return: whether it was set (``False``: another distribution, use its own ``proba_distribution``).
     """
@@ -69,6 +83,11 @@ def set_distribution(action_dist: Distribution, mean_actions: th.Tensor, log_std
     if kind is DiagGaussianDistribution and log_std is not None:
         action_std = th.ones_like(mean_actions) * log_std.exp()
         action_dist.distribution = Normal(mean_actions, action_std, validate_args=False)  # type: ignore[attr-defined]
+        return True
+    if _is_plain_gsde(action_dist) and log_std is not None and latent_sde is not None:
+        sde: Any = action_dist
+        sde._latent_sde = latent_sde if sde.learn_features else latent_sde.detach()
+        sde.distribution = Normal(mean_actions, _gsde_std(sde, log_std, sde._latent_sde), validate_args=False)
         return True
     return False
 
@@ -86,15 +105,22 @@ def multi_tensor_adam(optimizer: th.optim.Optimizer) -> th.optim.Optimizer:
     return optimizer
 
 
+def _gaussian_log_prob(actions: th.Tensor, mean: th.Tensor, std: th.Tensor) -> th.Tensor:
+    """``Normal(mean, std).log_prob(actions)`` summed over the action dimensions, as SB3 computes it."""
+    log_prob = -((actions - mean) ** 2) / (2 * std**2) - std.log() - _HALF_LOG_2PI  # Normal.log_prob
+    return log_prob.sum(dim=1) if log_prob.dim() > 1 else log_prob.sum()  # sum_independent_dims
+
+
 def sample_with_log_prob(
-    action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None
+    action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None, latent_sde: th.Tensor | None = None
 ) -> tuple[th.Tensor, th.Tensor] | None:
     """A sample of the policy's action distribution and its log-probability, from the action net's output, without
     building ``torch.distributions`` objects; ``None`` where there is no such path (use the distribution).
 
-    Categorical and diagonal Gaussian (the exact SB3 types): the same operations, in the same order, on the same
-    random stream as SB3's ``distribution.sample()`` and ``distribution.log_prob()``, so actions and log-probabilities
-    are bitwise those of SB3 (``tests/test_policies_fast_path.py``).
+    Categorical, diagonal Gaussian and gSDE without squashing (the exact SB3 types; gSDE needs the policy's latent
+    features ``latent_sde`` and uses the noise matrices drawn by ``reset_noise``): the same operations, in the same
+    order, on the same random stream as SB3's ``distribution.sample()`` and ``distribution.log_prob()``, so actions and
+    log-probabilities are bitwise those of SB3 (``tests/test_policies_fast_path.py``).
     """
     kind = type(action_dist)
     if kind is CategoricalDistribution:
@@ -107,8 +133,13 @@ def sample_with_log_prob(
         std = th.ones_like(mean_actions) * log_std.exp()
         eps = th.empty(mean_actions.shape, dtype=mean_actions.dtype, device=mean_actions.device).normal_()
         actions = mean_actions + eps * std  # Normal.rsample
-        log_prob = -((actions - mean_actions) ** 2) / (2 * std**2) - std.log() - _HALF_LOG_2PI  # Normal.log_prob
-        return actions, (log_prob.sum(dim=1) if log_prob.dim() > 1 else log_prob.sum())  # sum_independent_dims
+        return actions, _gaussian_log_prob(actions, mean_actions, std)
+    if _is_plain_gsde(action_dist) and log_std is not None and latent_sde is not None:
+        sde: Any = action_dist
+        latent = latent_sde if sde.learn_features else latent_sde.detach()
+        std = _gsde_std(sde, log_std, latent)
+        actions = mean_actions + sde.get_noise(latent)
+        return actions, _gaussian_log_prob(actions, mean_actions, std)
     return None
 
 
@@ -118,7 +149,7 @@ class FastActorCriticMixin:
     ``forward`` (the rollout's per-step call) samples Categorical and diagonal Gaussian actions without building
     distribution objects (:func:`sample_with_log_prob`), every distribution the policy builds skips torch's
     argument validation (:func:`set_distribution`), and an Adam optimizer runs torch's multi-tensor implementation
-    (:func:`multi_tensor_adam`). Other distributions (gSDE, squashed, Bernoulli, MultiCategorical) take SB3's path
+    (:func:`multi_tensor_adam`). Other distributions (squashed gSDE, Bernoulli, MultiCategorical) take SB3's path
     unchanged.
     """
 
@@ -135,7 +166,7 @@ class FastActorCriticMixin:
             latent_vf = policy.mlp_extractor.forward_critic(vf_features)
         values = policy.value_net(latent_vf)
         mean_actions = policy.action_net(latent_pi)
-        sampled = sample_with_log_prob(policy.action_dist, mean_actions, getattr(policy, "log_std", None))
+        sampled = sample_with_log_prob(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi)
         if sampled is None:
             distribution = policy._get_action_dist_from_latent(latent_pi)
             actions = distribution.get_actions()
@@ -152,7 +183,7 @@ class FastActorCriticMixin:
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
         policy: Any = self
         mean_actions = policy.action_net(latent_pi)
-        if set_distribution(policy.action_dist, mean_actions, getattr(policy, "log_std", None)):
+        if set_distribution(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi):
             return policy.action_dist
         return super()._get_action_dist_from_latent(latent_pi)  # type: ignore[misc]
 
@@ -345,7 +376,7 @@ class ActorPolicy(BasePolicy):
         features = self.extract_features(obs, self.features_extractor)
         latent = self.policy_net(features)
         mean_actions = self.action_net(latent)
-        if set_distribution(self.action_dist, mean_actions, getattr(self, "log_std", None)):
+        if set_distribution(self.action_dist, mean_actions, getattr(self, "log_std", None), latent):
             return self.action_dist
         if isinstance(self.action_dist, DiagGaussianDistribution):
             return self.action_dist.proba_distribution(mean_actions, self.log_std)
@@ -377,9 +408,8 @@ class ActorPolicy(BasePolicy):
         distribution objects, same values and random stream, see :func:`sample_with_log_prob`)."""
         sampled = None
         if not deterministic:
-            features = self.extract_features(obs, self.features_extractor)
-            mean_actions = self.action_net(self.policy_net(features))
-            sampled = sample_with_log_prob(self.action_dist, mean_actions, getattr(self, "log_std", None))
+            latent = self.policy_net(self.extract_features(obs, self.features_extractor))
+            sampled = sample_with_log_prob(self.action_dist, self.action_net(latent), getattr(self, "log_std", None), latent)
         if sampled is None:
             distribution = self._distribution(obs)
             actions = distribution.get_actions(deterministic=deterministic)
