@@ -46,6 +46,7 @@ __all__ = [
     "actor_net_arch",
     "frozen_copy",
     "multi_tensor_adam",
+    "sample_gsde_weights",
     "sample_with_log_prob",
     "set_distribution",
 ]
@@ -90,6 +91,15 @@ def set_distribution(
         sde.distribution = Normal(mean_actions, _gsde_std(sde, log_std, sde._latent_sde), validate_args=False)
         return True
     return False
+
+
+def sample_gsde_weights(action_dist: StateDependentNoiseDistribution, log_std: th.Tensor, batch_size: int) -> None:
+    """SB3's ``StateDependentNoiseDistribution.sample_weights`` (same draws, same values, same autograd graph)
+    without torch's argument validation of the weights' Normal."""
+    std = action_dist.get_std(log_std)
+    action_dist.weights_dist = Normal(th.zeros_like(std), std, validate_args=False)
+    action_dist.exploration_mat = action_dist.weights_dist.rsample()
+    action_dist.exploration_matrices = action_dist.weights_dist.rsample((batch_size,))
 
 
 def multi_tensor_adam(optimizer: th.optim.Optimizer) -> th.optim.Optimizer:
@@ -175,6 +185,13 @@ class FastActorCriticMixin:
             actions, log_prob = sampled
         actions = actions.reshape((-1, *policy.action_space.shape))
         return actions, values, log_prob
+
+    def reset_noise(self, n_envs: int = 1) -> None:
+        policy: Any = self
+        if isinstance(policy.action_dist, StateDependentNoiseDistribution):
+            sample_gsde_weights(policy.action_dist, policy.log_std, n_envs)
+        else:
+            super().reset_noise(n_envs)  # type: ignore[misc]  # SB3's error
 
     def _build(self, lr_schedule: Schedule) -> None:
         super()._build(lr_schedule)  # type: ignore[misc]
@@ -390,7 +407,7 @@ class ActorPolicy(BasePolicy):
         if not isinstance(self.action_dist, StateDependentNoiseDistribution):
             raise ValueError("reset_noise() is only meaningful with gSDE (use_sde=True).")
         previous = self.action_dist.exploration_matrices
-        self.action_dist.sample_weights(self.log_std, batch_size=n_envs)
+        sample_gsde_weights(self.action_dist, self.log_std, n_envs)
         if indices is None or previous is None or previous.shape != self.action_dist.exploration_matrices.shape:
             return
         keep = np.ones(n_envs, dtype=bool)
