@@ -105,7 +105,7 @@ def sample_gsde_weights(action_dist: StateDependentNoiseDistribution, log_std: t
 def multi_tensor_adam(optimizer: th.optim.Optimizer) -> th.optim.Optimizer:
     """``optimizer`` (an ``Adam`` left at ``foreach=None``, fused off) set to torch's multi-tensor (``foreach``)
     implementation, which torch uses by default on CUDA but not on CPU. Its updates are bitwise those of the per-tensor
-    loop (``tests/test_policies_fast_path.py``) with a fraction of the Python-level ops: on the small MLPs of on-policy
+    loop (``tests/test_fast_paths.py``) with a fraction of the Python-level ops: on the small MLPs of on-policy
     RL the optimizer step is otherwise 15-25% of the update. Other optimizers, and an explicit ``foreach`` or
     ``fused``, are left alone."""
     if type(optimizer) is th.optim.Adam:
@@ -130,7 +130,7 @@ def sample_with_log_prob(
     Categorical, diagonal Gaussian and gSDE without squashing (the exact SB3 types; gSDE needs the policy's latent
     features ``latent_sde`` and uses the noise matrices drawn by ``reset_noise``): the same operations, in the same
     order, on the same random stream as SB3's ``distribution.sample()`` and ``distribution.log_prob()``, so actions and
-    log-probabilities are bitwise those of SB3 (``tests/test_policies_fast_path.py``).
+    log-probabilities are bitwise those of SB3 (``tests/test_fast_paths.py``).
     """
     kind = type(action_dist)
     if kind is CategoricalDistribution:

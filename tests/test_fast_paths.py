@@ -1,5 +1,6 @@
-"""The policies' fast per-step path (sampling without distribution objects, no torch argument validation) gives
-bitwise the actions, log-probabilities, values and entropies of SB3's path, on the same random stream."""
+"""The fast paths give bitwise SB3's results: the policies' per-step path (sampling without distribution objects, no
+torch argument validation) the same actions, log-probabilities, values and entropies on the same random stream, the
+multi-tensor Adam the same updates, the rollout buffer's minibatches the same tensors."""
 
 import numpy as np
 import pytest
@@ -142,3 +143,41 @@ def test_policies_use_the_multi_tensor_adam():
     for cls in (akl_policies.MlpPolicy, trpo_policies.MlpPolicy, ActorPolicy):
         policy = cls(OBS, ACTION_SPACES["discrete"], lambda _: 1e-3, net_arch=[4])
         assert policy.optimizer.param_groups[0]["foreach"] is True, cls
+
+
+@pytest.mark.parametrize("kind", ["discrete", "box"])
+def test_estimator_buffer_minibatches_are_sb3s(kind):
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    from sb3_grpo.common.buffers import EstimatorRolloutBuffer
+
+    action_space = ACTION_SPACES[kind]
+    buffers = [cls(8, OBS, action_space, n_envs=2) for cls in (RolloutBuffer, EstimatorRolloutBuffer)]
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        step = (
+            rng.normal(size=(2, 3)).astype(np.float32),
+            np.stack([action_space.sample() for _ in range(2)]),
+            rng.normal(size=2),
+            rng.random(2) < 0.2,
+            th.as_tensor(rng.normal(size=(2, 1)), dtype=th.float32),
+            th.as_tensor(rng.normal(size=2), dtype=th.float32),
+        )
+        for buffer in buffers:
+            buffer.add(*step)
+    advantages, returns = rng.normal(size=(2, 8, 2)).astype(np.float32)
+    for buffer in buffers:
+        buffer.advantages, buffer.returns = advantages.copy(), returns.copy()
+
+    def batches(buffer):
+        np.random.seed(1)
+        return [b for _ in range(2) for b in buffer.get(5)]
+
+    for ours, sb3 in zip(batches(buffers[1]), batches(buffers[0]), strict=True):
+        for a, b in zip(ours, sb3, strict=True):
+            _equal(a, b)
+    # a replaced array is read anew, writes into the current one show through
+    buffers[1].returns = buffers[1].returns + 1.0
+    buffers[1].advantages[3] = 42.0
+    sample = buffers[1]._get_samples(np.array([3]))
+    assert sample.returns.item() == buffers[1].returns[3].item() and sample.advantages.item() == 42.0
