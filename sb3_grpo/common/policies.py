@@ -156,9 +156,10 @@ def sample_with_log_prob(
 class FastActorCriticMixin:
     """For subclasses of SB3's ``ActorCriticPolicy``: the same networks, outputs and random stream, less overhead.
 
-    ``forward`` (the rollout's per-step call) samples Categorical and diagonal Gaussian actions without building
-    distribution objects (:func:`sample_with_log_prob`), every distribution the policy builds skips torch's
-    argument validation (:func:`set_distribution`), and an Adam optimizer runs torch's multi-tensor implementation
+    ``forward`` (the rollout's per-step call) samples Categorical, diagonal Gaussian and unsquashed gSDE actions
+    without building distribution objects (:func:`sample_with_log_prob`), every distribution the policy builds
+    skips torch's argument validation (:func:`set_distribution`), gSDE's noise matrices are drawn without it too
+    (:func:`sample_gsde_weights`), and an Adam optimizer runs torch's multi-tensor implementation
     (:func:`multi_tensor_adam`). Other distributions (squashed gSDE, Bernoulli, MultiCategorical) take SB3's path
     unchanged.
     """
@@ -389,10 +390,14 @@ class ActorPolicy(BasePolicy):
         optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
         self.optimizer = multi_tensor_adam(optimizer)
 
+    def _latent(self, obs: PyTorchObs) -> th.Tensor:
+        return self.policy_net(self.extract_features(obs, self.features_extractor))
+
     def _distribution(self, obs: PyTorchObs) -> Distribution:
-        features = self.extract_features(obs, self.features_extractor)
-        latent = self.policy_net(features)
-        mean_actions = self.action_net(latent)
+        latent = self._latent(obs)
+        return self._distribution_from(latent, self.action_net(latent))
+
+    def _distribution_from(self, latent: th.Tensor, mean_actions: th.Tensor) -> Distribution:
         if set_distribution(self.action_dist, mean_actions, getattr(self, "log_std", None), latent):
             return self.action_dist
         if isinstance(self.action_dist, DiagGaussianDistribution):
@@ -421,14 +426,15 @@ class ActorPolicy(BasePolicy):
         return self._distribution(obs)
 
     def forward(self, obs: PyTorchObs, deterministic: bool = False) -> tuple[th.Tensor, th.Tensor]:
-        """Sample actions and return them with their log-probabilities (Categorical and diagonal Gaussian: without
-        distribution objects, same values and random stream, see :func:`sample_with_log_prob`)."""
+        """Sample actions and return them with their log-probabilities (Categorical, Gaussian and unsquashed gSDE:
+        without distribution objects, same values and random stream, see :func:`sample_with_log_prob`)."""
+        latent = self._latent(obs)
+        mean_actions = self.action_net(latent)
         sampled = None
         if not deterministic:
-            latent = self.policy_net(self.extract_features(obs, self.features_extractor))
-            sampled = sample_with_log_prob(self.action_dist, self.action_net(latent), getattr(self, "log_std", None), latent)
+            sampled = sample_with_log_prob(self.action_dist, mean_actions, getattr(self, "log_std", None), latent)
         if sampled is None:
-            distribution = self._distribution(obs)
+            distribution = self._distribution_from(latent, mean_actions)
             actions = distribution.get_actions(deterministic=deterministic)
             log_prob = distribution.log_prob(actions)
         else:
