@@ -353,6 +353,13 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
         """Mean KL(pi_old || pi) over the whole batch: exact from the stored old distributions, else k3 on the
         batch's actions."""
         total = 0.0
+        buffer: Any = self.rollout_buffer
+        old = buffer.old_distribution
+        if old is not None:  # only the observations are read (not every field of the batch)
+            chunk = max(self.batch_size, _MIN_EVAL_CHUNK)
+            for start, obs in zip(range(0, n_samples, chunk), buffer.observation_chunks(chunk), strict=True):
+                total += float(exact_kl(old[start : start + chunk], self.policy.get_distribution(obs)).sum())
+            return total / n_samples
         for _, data in self._eval_chunks(n_samples):
             distribution = self.policy.get_distribution(data.observations)
             if data.old_distribution is not None:

@@ -28,6 +28,8 @@ from torch.distributions import Normal
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
+from sb3_grpo.common.policies import set_distribution
+
 __all__ = [
     "ActorHead",
     "actor_modules",
@@ -131,8 +133,10 @@ def make_distribution(policy: ActorCriticPolicy, z: th.Tensor) -> Distribution:
     if isinstance(dist, StateDependentNoiseDistribution):
         mean, std = th.chunk(z, 2, dim=1)
         out = copy.copy(dist)
-        out.distribution = Normal(mean, std)
+        out.distribution = Normal(mean, std, validate_args=False)  # own outputs: the checks could only raise
         return out
+    if set_distribution(dist, z, getattr(policy, "log_std", None)):  # Categorical, Gaussian: without validation
+        return dist
     if isinstance(dist, DiagGaussianDistribution):
         return dist.proba_distribution(z, policy.log_std)
     return dist.proba_distribution(action_logits=z)

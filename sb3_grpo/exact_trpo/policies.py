@@ -4,6 +4,9 @@ ExactTRPO policies: SB3's actor-critic policies with separate actor and critic f
 With separate extractors the critic learns its own features. ``share_features_extractor=True`` is accepted with
 sb3-contrib TRPO's meaning: the shared extractor is part of the actor, moved only by the natural-gradient step, and
 the critic's regression trains only the critic's own layers on top of it.
+
+Each has the cheaper per-step path of :class:`~sb3_grpo.common.policies.FastActorCriticMixin` (same outputs and
+random stream as SB3's).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from stable_baselines3.common import policies as sb3_policies
+
+from sb3_grpo.common.policies import FastActorCriticMixin
 
 __all__ = [
     "ActorCriticCnnPolicy",
@@ -22,7 +27,7 @@ __all__ = [
 ]
 
 
-class ActorCriticPolicy(sb3_policies.ActorCriticPolicy):
+class ActorCriticPolicy(FastActorCriticMixin, sb3_policies.ActorCriticPolicy):
     """SB3's :class:`~stable_baselines3.common.policies.ActorCriticPolicy` with ``share_features_extractor=False``
     by default (all other arguments unchanged)."""
 
@@ -31,7 +36,7 @@ class ActorCriticPolicy(sb3_policies.ActorCriticPolicy):
         super().__init__(*args, **kwargs)
 
 
-class ActorCriticCnnPolicy(sb3_policies.ActorCriticCnnPolicy):
+class ActorCriticCnnPolicy(FastActorCriticMixin, sb3_policies.ActorCriticCnnPolicy):
     """SB3's CNN actor-critic policy with ``share_features_extractor=False`` by default."""
 
     def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
@@ -39,7 +44,7 @@ class ActorCriticCnnPolicy(sb3_policies.ActorCriticCnnPolicy):
         super().__init__(*args, **kwargs)
 
 
-class MultiInputActorCriticPolicy(sb3_policies.MultiInputActorCriticPolicy):
+class MultiInputActorCriticPolicy(FastActorCriticMixin, sb3_policies.MultiInputActorCriticPolicy):
     """SB3's dict-observation actor-critic policy with ``share_features_extractor=False`` by default."""
 
     def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
