@@ -2,11 +2,9 @@
 
 import numpy as np
 import pytest
-from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, has_critic
 from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecNormalize, VecTransposeImage, is_vecenv_wrapped
-
-from sb3_grpo import GRPO
 
 
 def cnn_kwargs(model_class, **policy_kwargs):
@@ -25,7 +23,7 @@ def test_cnn(tmp_path, model_class, share_features_extractor, discrete):
     kwargs = cnn_kwargs(model_class, share_features_extractor=share_features_extractor)
     model = model_class("CnnPolicy", env, **kwargs).learn(64)
     assert is_vecenv_wrapped(model.get_env(), VecTransposeImage)
-    if model_class is not GRPO:  # GRPO's policy has one network: the option is accepted and has nothing to share
+    if has_critic(model_class):  # GRPO's and OnlineDPO's policy has one network: the option has nothing to share
         policy = model.policy
         shared = policy.pi_features_extractor is policy.vf_features_extractor
         assert shared == share_features_extractor

@@ -4,12 +4,10 @@
 import pytest
 import torch as th
 from gymnasium import spaces
-from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params
+from sb3_conformance import ALL_ALGOS, algo_kwargs, algo_params, has_critic
 from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
-
-from sb3_grpo import GRPO
 
 NET_ARCHS = {
     "empty": [],
@@ -44,10 +42,10 @@ def _policy_hidden_sizes(model) -> list[int]:
 @pytest.mark.parametrize("net_arch", list(NET_ARCHS.values()), ids=list(NET_ARCHS))
 def test_flexible_mlp(model_class, net_arch):
     """Every net_arch form SB3 takes builds the policy network it describes and trains; the old list-of-dict form
-    warns (SB3 converts it) and GRPO warns that a ``vf`` part is ignored."""
+    warns (SB3 converts it) and the actor-only algorithms (GRPO, OnlineDPO) warn that a ``vf`` part is ignored."""
     kwargs = algo_kwargs(model_class, policy_kwargs=dict(net_arch=net_arch))
     old_format = isinstance(net_arch, list) and len(net_arch) > 0 and isinstance(net_arch[0], dict)
-    ignores_vf = model_class is GRPO and "vf" in (
+    ignores_vf = not has_critic(model_class) and "vf" in (
         net_arch[0] if old_format else net_arch if isinstance(net_arch, dict) else {}
     )
     if old_format or ignores_vf:

@@ -40,7 +40,12 @@ from sb3_grpo.zoo.hyperparams_opt import HYPERPARAMS_CONVERTER, HYPERPARAMS_SAMP
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "zoo_configs"
-OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo")
+OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "online_dpo")
+#: The entries each config has at least (the first algorithms cover the benchmark envs; OnlineDPO its home tasks).
+WANTED_ENTRIES = {
+    "grpo": {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"},
+    "online_dpo": {"default", "CartPole-v1", "sb3_grpo/Arithmetic-v0"},
+}
 #: The env the ``default`` entry is trained on (an env no config lists).
 DEFAULT_ENTRY_ENV = "MountainCar-v0"
 #: Entries whose single rollout is long (Box2D, MuJoCo): shrunk in the default tier, as written under ``-m slow``.
@@ -86,15 +91,17 @@ def _zoo(*args: str) -> None:
 
 
 def _saved_config(logs: Path, algo: str, env_id: str) -> dict:
-    (run,) = sorted((logs / algo).glob(f"{env_id}_*"))
-    with open(run / env_id / "config.yml") as f:
+    name = env_id.replace("/", "-")
+    (run,) = sorted((logs / algo).glob(f"{name}_*"))
+    with open(run / name / "config.yml") as f:
         return dict(yaml.load(f, Loader=yaml.UnsafeLoader))
 
 
 def _train_and_enjoy(tmp_path: Path, algo: str, env_id: str, *extra: str) -> dict:
     logs = tmp_path / "logs"
     _zoo("train", "--algo", algo, "--env", env_id, "-f", logs, "--seed", 0, *COMMON, *extra)
-    (model,) = (logs / algo).glob(f"{env_id}_*/{env_id}.zip")
+    name = env_id.replace("/", "-")  # rl-zoo's file names (sb3_grpo/Arithmetic-v0 -> sb3_grpo-Arithmetic-v0)
+    (model,) = (logs / algo).glob(f"{name}_*/{name}.zip")
     assert model.stat().st_size > 0
     _zoo("enjoy", "--algo", algo, "--env", env_id, "-f", logs, "--no-render", "-n", 60, "--num-threads", 1, "--verbose", 0)
     return _saved_config(logs, algo, env_id)
@@ -102,8 +109,8 @@ def _train_and_enjoy(tmp_path: Path, algo: str, env_id: str, *extra: str) -> dic
 
 # ------------------------------------------------------------------------------------------------------- configs
 def test_configs_cover_the_envs_and_say_where_numbers_come_from():
-    wanted = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"}
     for algo in OUR_ALGOS:
+        wanted = WANTED_ENTRIES.get(algo, WANTED_ENTRIES["grpo"])
         text = (CONFIG_DIR / f"{algo}.yml").read_text()
         config = yaml.safe_load(text)
         assert wanted <= set(config), (algo, wanted - set(config))
@@ -317,8 +324,18 @@ def _capped(sampler):
     return sample
 
 
-CHEAP_UPDATES = {"grpo": "n_epochs:1", "exact_trpo": "n_critic_updates:1", "adaptive_kl_ppo": "n_epochs:1"}
-OPTIMIZE_ENV = {"grpo": "CartPole-v1", "exact_trpo": "Pendulum-v1", "adaptive_kl_ppo": "CartPole-v1"}
+CHEAP_UPDATES = {
+    "grpo": "n_epochs:1",
+    "exact_trpo": "n_critic_updates:1",
+    "adaptive_kl_ppo": "n_epochs:1",
+    "online_dpo": "n_epochs:1",
+}
+OPTIMIZE_ENV = {
+    "grpo": "CartPole-v1",
+    "exact_trpo": "Pendulum-v1",
+    "adaptive_kl_ppo": "CartPole-v1",
+    "online_dpo": "CartPole-v1",
+}
 
 
 @pytest.mark.parametrize("storage_kind", ["sqlite", "journal"])

@@ -33,6 +33,7 @@ ALGO_PATHS: dict[str, str] = {
     "grpo": "sb3_grpo.grpo:GRPO",
     "exact_trpo": "sb3_grpo.exact_trpo:ExactTRPO",
     "adaptive_kl_ppo": "sb3_grpo.adaptive_kl_ppo:AdaptiveKLPPO",
+    "online_dpo": "sb3_grpo.online_dpo:OnlineDPO",
 }
 
 #: rl-zoo key -> why the algorithm could not be imported (filled by :func:`register`).
