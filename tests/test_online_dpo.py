@@ -257,3 +257,15 @@ def test_save_load_keeps_the_reference_and_options(tmp_path):
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=f"OnlineDPO: {match}"):
         OnlineDPO("MlpPolicy", make_vec_env(TargetEnv, n_envs=2), **kwargs)
+
+
+def test_branching_groups_give_pairs_of_segments():
+    """With branch_every, the members of a group are segments from one snapshot state: pairs compare segments."""
+    model = OnlineDPO(
+        "MlpPolicy", make_vec_env("Pendulum-v1", n_envs=4, seed=0), group_size=4, n_steps=40, branch_every=10, seed=0
+    )
+    model.learn(total_timesteps=320)
+    buffer = model.rollout_buffer
+    assert buffer.n_trajectories > 0 and np.all(np.bincount(buffer.trajectory) <= 10)
+    assert len(buffer.pairs) > 0
+    assert np.all(buffer.group_ids[buffer.pairs[:, 0]] == buffer.group_ids[buffer.pairs[:, 1]])
