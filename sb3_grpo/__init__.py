@@ -1,4 +1,5 @@
-"""sb3_grpo: GRPO, ExactTRPO, AdaptiveKLPPO and REINFORCE for Stable-Baselines3, with pluggable estimators and rewards."""
+"""sb3_grpo: GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE and OnlineDPO for Stable-Baselines3, with pluggable estimators
+and rewards."""
 
 import sb3_grpo.envs  # noqa: F401  (registers sb3_grpo/Arithmetic-v0 with gymnasium)
 from sb3_grpo._moved import alias_moved_modules
@@ -13,6 +14,7 @@ from sb3_grpo.exact_trpo import ExactTRPO
 from sb3_grpo.grpo import GRPO
 from sb3_grpo.grpo.grpo import NonReproducibleResetError
 from sb3_grpo.hookspecs import hookimpl
+from sb3_grpo.online_dpo import OnlineDPO
 from sb3_grpo.plugins import (
     PluginError,
     PluginWarning,
@@ -44,6 +46,7 @@ __all__ = [
     "EstimatorError",
     "ExactTRPO",
     "NonReproducibleResetError",
+    "OnlineDPO",
     "PluginError",
     "PluginWarning",
     "RewardFunctionError",

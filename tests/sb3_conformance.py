@@ -4,10 +4,11 @@ The suite runs Stable-Baselines3's and sb3-contrib's own cross-algorithm test ca
 next to SB3's PPO and sb3-contrib's TRPO as the reference (a case the reference fails is not a valid case).
 Algorithm-specific settings live here, one small dict per algorithm, so that every case runs in a second or two.
 
-GRPO checks that the members of a group start from the same state; SB3's test envs (``IdentityEnv``,
-``FakeImageEnv``, ...) sample their start states from generators that ``reset(seed)`` does not seed, so with those
-envs GRPO runs with ``verify_group_starts=False`` (the documented escape), through ``algo_kwargs(...,
-reproducible_reset=False)``. The envs defined here seed everything from the reset seed and need no escape.
+GRPO and OnlineDPO (the group-sampling algorithms) check that the members of a group start from the same state;
+SB3's test envs (``IdentityEnv``, ``FakeImageEnv``, ...) sample their start states from generators that
+``reset(seed)`` does not seed, so with those envs they run with ``verify_group_starts=False`` (the documented
+escape), through ``algo_kwargs(..., reproducible_reset=False)``. The envs defined here seed everything from the reset
+seed and need no escape.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from gymnasium import spaces
 from sb3_contrib import TRPO
 from stable_baselines3 import PPO
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
 
 #: our algorithms
-ALGOS = [GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE]
+ALGOS = [GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE, OnlineDPO]
+#: the algorithms that sample groups of trajectories from one start state (actor only, no critic)
+GROUP_ALGOS = (GRPO, OnlineDPO)
 #: our algorithms without a critic (one network, the actor-only policies of sb3_grpo.common.policies)
-ACTOR_ONLY = (GRPO, REINFORCE)
+ACTOR_ONLY = (GRPO, REINFORCE, OnlineDPO)
 #: the references whose contract ours follow
 REFERENCES = [PPO, TRPO]
 #: references first, so that a failing reference case shows up next to ours
@@ -42,6 +45,8 @@ SMALL_KWARGS: dict[type, dict[str, Any]] = {
     GRPO: dict(n_steps=64, group_size=2, batch_size=64, n_epochs=1),
     # REINFORCE: one gradient step on the episodes that ended in the rollout (its defaults)
     REINFORCE: dict(n_steps=64),
+    # the same groups; batch_size counts preference pairs
+    OnlineDPO: dict(n_steps=64, group_size=2, batch_size=64, n_epochs=1),
 }
 
 
@@ -58,10 +63,10 @@ def algo_kwargs(model_class: type, *, reproducible_reset: bool = True, **overrid
     """The small settings of ``model_class``, updated with ``overrides``.
 
     :param reproducible_reset: ``False`` for envs whose ``reset(seed)`` does not seed what they sample (SB3's test
-        envs): GRPO then runs with ``verify_group_starts=False``.
+        envs): GRPO and OnlineDPO then run with ``verify_group_starts=False``.
     """
     kwargs = dict(SMALL_KWARGS[model_class])
-    if model_class is GRPO and not reproducible_reset:
+    if model_class in GROUP_ALGOS and not reproducible_reset:
         kwargs["verify_group_starts"] = False
     kwargs.update(overrides)
     return kwargs
@@ -72,8 +77,8 @@ def has_critic(model_class: type) -> bool:
 
 
 def check_timesteps(model_class: type, num_timesteps: int, expected: int) -> None:
-    """``num_timesteps == expected``; GRPO may run past it by whole groups, REINFORCE by the rest of an episode (its
-    rollout runs on until an episode has ended): accepted deviations."""
+    """``num_timesteps == expected``; GRPO and OnlineDPO may run past it by whole groups, REINFORCE by the rest of an
+    episode (its rollout runs on until an episode has ended): accepted deviations."""
     if model_class in ACTOR_ONLY:
         assert num_timesteps >= expected
     else:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, hookspecs
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO, hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -45,7 +45,7 @@ def test_hook_docstring_documents_its_arguments(hook):
     assert "Example::" in doc, f"hook {hook}: its docstring has no example"
 
 
-@pytest.mark.parametrize("algorithm", [GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE], ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize("algorithm", [GRPO, ExactTRPO, AdaptiveKLPPO, REINFORCE, OnlineDPO], ids=lambda cls: cls.__name__)
 def test_every_constructor_argument_has_a_param(algorithm):
     doc = inspect.getdoc(algorithm) or ""
     arguments = [name for name in inspect.signature(algorithm.__init__).parameters if name != "self"]
@@ -61,6 +61,7 @@ def test_algorithm_pages_autodoc_their_class():
         ("exact_trpo", "ExactTRPO"),
         ("adaptive_kl_ppo", "AdaptiveKLPPO"),
         ("reinforce", "REINFORCE"),
+        ("online_dpo", "OnlineDPO"),
     ]:
         text = (DOCS / "modules" / f"{page}.rst").read_text()
         assert f".. autoclass:: sb3_grpo.{cls}\n" in text, f"docs/modules/{page}.rst does not autodoc sb3_grpo.{cls}"

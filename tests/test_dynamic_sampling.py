@@ -9,11 +9,11 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_grpo import GRPO
+from sb3_grpo import GRPO, OnlineDPO
 from sb3_grpo.common.groups.dynamic_sampling import informative_trajectories
 from sb3_grpo.common.groups.scheduler import group_seed
 
-ALGOS = [GRPO]
+ALGOS = [GRPO, OnlineDPO]
 EPISODE = 3  # steps per episode of FlagEnv
 
 

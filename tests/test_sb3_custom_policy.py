@@ -42,7 +42,7 @@ def _policy_hidden_sizes(model) -> list[int]:
 @pytest.mark.parametrize("net_arch", list(NET_ARCHS.values()), ids=list(NET_ARCHS))
 def test_flexible_mlp(model_class, net_arch):
     """Every net_arch form SB3 takes builds the policy network it describes and trains; the old list-of-dict form
-    warns (SB3 converts it) and the actor-only GRPO and REINFORCE warn that a ``vf`` part is ignored."""
+    warns (SB3 converts it) and the actor-only algorithms (GRPO, REINFORCE, OnlineDPO) warn that a ``vf`` part is ignored."""
     kwargs = algo_kwargs(model_class, policy_kwargs=dict(net_arch=net_arch))
     old_format = isinstance(net_arch, list) and len(net_arch) > 0 and isinstance(net_arch[0], dict)
     ignores_vf = not has_critic(model_class) and "vf" in (

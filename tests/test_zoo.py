@@ -40,10 +40,17 @@ from sb3_grpo.zoo.hyperparams_opt import HYPERPARAMS_CONVERTER, HYPERPARAMS_SAMP
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "zoo_configs"
-OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce")
-#: The entries each config must have (REINFORCE: the classic benchmark it is measured on).
+OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
+#: The entries each config must have (REINFORCE: the classic benchmark it is measured on; OnlineDPO: its home
+#: tasks).
 WANTED = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"}
-WANTED_ENTRIES = {"grpo": WANTED, "exact_trpo": WANTED, "adaptive_kl_ppo": WANTED, "reinforce": {"default", "CartPole-v1"}}
+WANTED_ENTRIES = {
+    "grpo": WANTED,
+    "exact_trpo": WANTED,
+    "adaptive_kl_ppo": WANTED,
+    "reinforce": {"default", "CartPole-v1"},
+    "online_dpo": {"default", "CartPole-v1", "sb3_grpo/Arithmetic-v0"},
+}
 #: The env the ``default`` entry is trained on (an env no config lists).
 DEFAULT_ENTRY_ENV = "MountainCar-v0"
 #: Entries whose single rollout is long (Box2D, MuJoCo): shrunk in the default tier, as written under ``-m slow``.
@@ -89,15 +96,17 @@ def _zoo(*args: str) -> None:
 
 
 def _saved_config(logs: Path, algo: str, env_id: str) -> dict:
-    (run,) = sorted((logs / algo).glob(f"{env_id}_*"))
-    with open(run / env_id / "config.yml") as f:
+    name = env_id.replace("/", "-")
+    (run,) = sorted((logs / algo).glob(f"{name}_*"))
+    with open(run / name / "config.yml") as f:
         return dict(yaml.load(f, Loader=yaml.UnsafeLoader))
 
 
 def _train_and_enjoy(tmp_path: Path, algo: str, env_id: str, *extra: str) -> dict:
     logs = tmp_path / "logs"
     _zoo("train", "--algo", algo, "--env", env_id, "-f", logs, "--seed", 0, *COMMON, *extra)
-    (model,) = (logs / algo).glob(f"{env_id}_*/{env_id}.zip")
+    name = env_id.replace("/", "-")  # rl-zoo's file names (sb3_grpo/Arithmetic-v0 -> sb3_grpo-Arithmetic-v0)
+    (model,) = (logs / algo).glob(f"{name}_*/{name}.zip")
     assert model.stat().st_size > 0
     _zoo("enjoy", "--algo", algo, "--env", env_id, "-f", logs, "--no-render", "-n", 60, "--num-threads", 1, "--verbose", 0)
     return _saved_config(logs, algo, env_id)
@@ -325,12 +334,14 @@ CHEAP_UPDATES = {
     "exact_trpo": "n_critic_updates:1",
     "adaptive_kl_ppo": "n_epochs:1",
     "reinforce": "n_epochs:1",
+    "online_dpo": "n_epochs:1",
 }
 OPTIMIZE_ENV = {
     "grpo": "CartPole-v1",
     "exact_trpo": "Pendulum-v1",
     "adaptive_kl_ppo": "CartPole-v1",
     "reinforce": "CartPole-v1",
+    "online_dpo": "CartPole-v1",
 }
 
 

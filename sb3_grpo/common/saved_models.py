@@ -36,7 +36,7 @@ __all__ = [
 #: Key of the record in a saved model's ``data``.
 SAVED_BY_KEY = "sb3_grpo_saved_by"
 #: The algorithms of sb3_grpo (a subclass saves and loads as the one it derives from).
-ALGORITHMS = ("GRPO", "ExactTRPO", "AdaptiveKLPPO", "REINFORCE")
+ALGORITHMS = ("GRPO", "ExactTRPO", "AdaptiveKLPPO", "REINFORCE", "OnlineDPO")
 #: Files of another library's algorithm that one of ours can continue (ExactTRPO takes every argument of TRPO).
 COMPATIBLE = {("ExactTRPO", "TRPO")}
 #: Saved keys found only in files of one of our algorithms (files written before the record existed).

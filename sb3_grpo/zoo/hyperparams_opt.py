@@ -24,10 +24,12 @@ __all__ = [
     "convert_adaptive_kl_ppo_params",
     "convert_exact_trpo_params",
     "convert_grpo_params",
+    "convert_online_dpo_params",
     "convert_reinforce_params",
     "sample_adaptive_kl_ppo_params",
     "sample_exact_trpo_params",
     "sample_grpo_params",
+    "sample_online_dpo_params",
     "sample_reinforce_params",
 ]
 
@@ -216,12 +218,49 @@ def sample_reinforce_params(trial: optuna.Trial, n_actions: int, n_envs: int, ad
     return hyperparams
 
 
+# --------------------------------------------------------------------------------------------------- OnlineDPO
+def convert_online_dpo_params(sampled_params: dict[str, Any]) -> dict[str, Any]:
+    """Raw OnlineDPO trial parameters -> ``OnlineDPO`` keyword arguments (``batch_size``: preference pairs)."""
+    hyperparams = _convert_common(sampled_params, actor_critic=False)
+    interval = hyperparams.pop("ref_update_interval", None)
+    if interval is not None:
+        hyperparams["ref_update_interval"] = None if interval == 0 else interval
+    return hyperparams
+
+
+def sample_online_dpo_params(trial: optuna.Trial, n_actions: int, n_envs: int, additional_args: dict) -> dict[str, Any]:
+    """OnlineDPO's search space: group size, rollout size, pairs per minibatch, epochs, learning rate, beta, loss
+    type, pairing, how often the reference follows the policy (0: never), entropy, discount, network."""
+    raw = {
+        "group_size": trial.suggest_categorical("group_size", [2, 4, 8, 16]),
+        # 2**5 = 32 to 2**11 = 2048 steps per env slot per rollout
+        "n_steps_pow": trial.suggest_int("n_steps_pow", 5, 11),
+        # 2**3 = 8 to 2**8 = 256 preference pairs per minibatch
+        "batch_size_pow": trial.suggest_int("batch_size_pow", 3, 8),
+        "n_epochs": trial.suggest_categorical("n_epochs", [1, 2, 4, 10]),
+        "one_minus_gamma": trial.suggest_float("one_minus_gamma", 0.0001, 0.05, log=True),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-5, 3e-3, log=True),
+        "beta": trial.suggest_float("beta", 0.01, 1.0, log=True),
+        "loss_type": trial.suggest_categorical("loss_type", ["sigmoid", "ipo"]),
+        "pairs": trial.suggest_categorical("pairs", ["best_worst", "all"]),
+        "ref_update_interval": trial.suggest_categorical("ref_update_interval", [0, 1, 5]),
+        "ent_coef": trial.suggest_float("ent_coef", 1e-8, 0.01, log=True),
+        "max_grad_norm": trial.suggest_float("max_grad_norm", 0.3, 2.0),
+        "net_arch": trial.suggest_categorical("net_arch", ["tiny", "small", "medium"]),
+        "activation_fn": trial.suggest_categorical("activation_fn", ["tanh", "relu"]),
+    }
+    hyperparams = convert_online_dpo_params(raw)
+    _display(trial, hyperparams)
+    return hyperparams
+
+
 #: rl-zoo key -> sampler, merged into ``rl_zoo3.hyperparams_opt.HYPERPARAMS_SAMPLER`` by :func:`sb3_grpo.zoo.register`.
 HYPERPARAMS_SAMPLER = {
     "grpo": sample_grpo_params,
     "exact_trpo": sample_exact_trpo_params,
     "adaptive_kl_ppo": sample_adaptive_kl_ppo_params,
     "reinforce": sample_reinforce_params,
+    "online_dpo": sample_online_dpo_params,
 }
 
 #: rl-zoo key -> converter (raw trial parameters -> constructor arguments), for ``--trial-id``.
@@ -230,4 +269,5 @@ HYPERPARAMS_CONVERTER = {
     "exact_trpo": convert_exact_trpo_params,
     "adaptive_kl_ppo": convert_adaptive_kl_ppo_params,
     "reinforce": convert_reinforce_params,
+    "online_dpo": convert_online_dpo_params,
 }

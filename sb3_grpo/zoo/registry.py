@@ -34,6 +34,7 @@ ALGO_PATHS: dict[str, str] = {
     "exact_trpo": "sb3_grpo.exact_trpo:ExactTRPO",
     "adaptive_kl_ppo": "sb3_grpo.adaptive_kl_ppo:AdaptiveKLPPO",
     "reinforce": "sb3_grpo.reinforce:REINFORCE",
+    "online_dpo": "sb3_grpo.online_dpo:OnlineDPO",
 }
 
 #: rl-zoo key -> why the algorithm could not be imported (filled by :func:`register`).

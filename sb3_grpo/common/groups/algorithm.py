@@ -294,9 +294,13 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 self.policy.log_std.clamp_(max=bound)
             self._log_std_bound = bound
 
-    def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> None:
-        """Turn the scored rollout into the training batch in ``rollout_buffer`` and set ``rollout_buffer.stats``
-        (its ``rollout/`` entries are logged); each algorithm writes its own."""
+    def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> dict[str, float] | None:
+        """Turn the scored rollout (never empty) into the training batch in ``rollout_buffer``; each algorithm writes
+        its own.
+
+        :return: statistics of its own to add to ``rollout_buffer.stats`` (``rollout/`` ones are logged with the
+            rollout, the algorithm's ``train`` logs ``train/`` ones), or ``None``.
+        """
         raise NotImplementedError
 
     def collect_rollouts(  # type: ignore[override]
@@ -328,11 +332,12 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             self._last_obs = rollout.last_obs
             scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
             stats = rollout_stats(scored)
+        extra: dict[str, float] | None = None
         if len(scored.counts):
-            self._fill_batch(scored, rollout_buffer, env)
+            extra = self._fill_batch(scored, rollout_buffer, env)
         else:  # dynamic sampling found no informative group: nothing to train on
             rollout_buffer.reset()
-        rollout_buffer.stats = stats
+        rollout_buffer.stats = {**stats, **(extra or {})}
         for key, value in rollout_buffer.stats.items():
             if key.startswith("rollout/"):
                 self.logger.record(key, value)

@@ -107,6 +107,15 @@ class GroupRolloutBuffer:
         parts = [policy.evaluate_actions(b.observations, b.actions)[0].cpu().numpy() for b in self.in_order(chunk)]
         return np.concatenate(parts).astype(np.float32)
 
+    def trajectory_steps(self, trajectories: np.ndarray) -> np.ndarray:
+        """The step indices of ``trajectories`` (sorted trajectory indices), trajectory by trajectory."""
+        offsets = self._offsets
+        return np.concatenate([np.arange(offsets[t], offsets[t + 1]) for t in trajectories]).astype(np.int64)
+
+    def samples_at(self, idx: np.ndarray) -> GroupRolloutBufferSamples:
+        """The steps ``idx`` as one minibatch (``trajectory``: index into the sorted distinct trajectories of ``idx``)."""
+        return self._samples(np.asarray(idx, dtype=np.int64))
+
     def _to_torch_obs(self, idx: np.ndarray) -> Any:
         if isinstance(self.observations, dict):
             return {k: th.as_tensor(v[idx], device=self.device) for k, v in self.observations.items()}
