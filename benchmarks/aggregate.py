@@ -491,11 +491,30 @@ def block_grpo_vs_ppo(data: Data) -> str:
 def block_throughput(data: Data) -> str:
     path = data.results / "throughput.csv"
     rows = list(csv.DictReader(path.open()))
+    shares = any(r.get("env_step_share") for r in rows)  # the column, once a run has measured it
     body = [
-        [r["env"], DISPLAY[r["algo"]], r["fps"], r["fps_ratio"], r["update_ms"], r["update_ratio"], r["peak_rss_mb"]]
+        [
+            r["env"],
+            DISPLAY[r["algo"]],
+            r["fps"],
+            r["fps_ratio"],
+            r["update_ms"],
+            r["update_ratio"],
+            *([f"{float(r['env_step_share']):.0%}" if r.get("env_step_share") else "-"] if shares else []),
+            r["peak_rss_mb"],
+        ]
         for r in rows
     ]
-    header = ["env", "algorithm", "fps", "fps / baseline", "ms per update", "update / baseline", "peak RSS MB"]
+    header = [
+        "env",
+        "algorithm",
+        "fps",
+        "fps / baseline",
+        "ms per update",
+        "update / baseline",
+        *(["env stepping"] if shares else []),
+        "peak RSS MB",
+    ]
     return "\n".join(markdown(header, body))
 
 

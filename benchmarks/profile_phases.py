@@ -105,10 +105,10 @@ def profile(algo: str, env_id: str, steps: int, seed: int = 0, tree: bool = Fals
     start = time.perf_counter()
     profiler.start()
     model.learn(steps, reset_num_timesteps=False)
-    session = profiler.stop()
+    samples = profiler.stop()
     wall = time.perf_counter() - start
     totals: dict[str, float] = defaultdict(float)
-    for stack, seconds in ((r[0], r[1]) for r in session.frame_records):
+    for stack, seconds in ((r[0], r[1]) for r in samples.frame_records):
         frames = _frames(stack)
         phase = next(name for name, test in PHASES if test(frames))
         totals[phase] += seconds

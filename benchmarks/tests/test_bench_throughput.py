@@ -30,3 +30,19 @@ def test_a_short_run_writes_fps_ratios_and_env_step_shares(tmp_path, capsys):
         assert 0.0 < float(row["env_step_share"]) < 1.0  # step_wait was timed, and it is not all of training
         assert int(row["steps"]) >= 300
     assert "AdaptiveKLPPO / PPO" in capsys.readouterr().out
+
+
+def test_throughput_table_has_the_env_stepping_column_once_measured(tmp_path):
+    from benchmarks.aggregate import block_throughput
+
+    header = "env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio"
+    row = "CartPole-v1,ppo,1000,900,10.0,4,0.5,300,1.00,1.00,1.00"
+
+    class Data:
+        results = tmp_path
+
+    (tmp_path / "throughput.csv").write_text(f"{header}\n{row}\n")  # a table from before the column
+    assert "env stepping" not in block_throughput(Data)
+    (tmp_path / "throughput.csv").write_text(f"{header},device,peak_cuda_mb,env_step_share\n{row},cpu,0,0.25\n")
+    lines = block_throughput(Data).splitlines()
+    assert "env stepping" in lines[0] and "| 25% |" in lines[2]
