@@ -59,6 +59,8 @@ DISPLAY = {
     "grpo": "GRPO",
     "exact_trpo": "ExactTRPO",
     "adaptive_kl_ppo": "AdaptiveKLPPO",
+    "reinforce": "REINFORCE",
+    "online_dpo": "OnlineDPO",
     "ppo": "SB3 PPO",
     "trpo": "sb3-contrib TRPO",
 }

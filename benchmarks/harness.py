@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -63,10 +64,18 @@ BUDGETS = {
     "HalfCheetah-v5": 300_000,
     "Hopper-v5": 300_000,
 }
-OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo")
+OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 BASELINES = ("ppo", "trpo")
 # The SB3 / sb3-contrib algorithm each of ours is compared with (a baseline is its own).
-BASELINE_OF = {"grpo": "ppo", "adaptive_kl_ppo": "ppo", "exact_trpo": "trpo", "ppo": "ppo", "trpo": "trpo"}
+BASELINE_OF = {
+    "grpo": "ppo",
+    "adaptive_kl_ppo": "ppo",
+    "exact_trpo": "trpo",
+    "reinforce": "ppo",
+    "online_dpo": "ppo",
+    "ppo": "ppo",
+    "trpo": "trpo",
+}
 
 
 def _zoo_file(algo: str) -> Path:
@@ -158,10 +167,10 @@ def algorithm_class(algo: str) -> type:
         from sb3_contrib import TRPO
 
         return TRPO
-    import sb3_grpo
+    from sb3_grpo.zoo.registry import ALGO_PATHS
 
-    base = algo.split(":")[0]
-    return getattr(sb3_grpo, {"grpo": "GRPO", "exact_trpo": "ExactTRPO", "adaptive_kl_ppo": "AdaptiveKLPPO"}[base])
+    module, _, name = ALGO_PATHS[algo.split(":")[0]].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def cell_name(algo: str, env_id: str, seed: int, budget: int) -> str:
