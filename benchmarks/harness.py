@@ -200,6 +200,19 @@ def every_n_steps(freq: int, fn: Any) -> Any:
     return EveryNSteps()
 
 
+def evaluate_model(model: Any, eval_env: Any, n_eval_episodes: int) -> tuple[float, float]:
+    """Mean and std of the return of ``n_eval_episodes`` deterministic episodes on ``eval_env``, whose VecNormalize
+    observation statistics (if any) are first copied from the model's training env."""
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    train_env = model.get_env()
+    if isinstance(eval_env, VecNormalize) and isinstance(train_env, VecNormalize):
+        eval_env.obs_rms = train_env.obs_rms.copy()
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True)
+    return float(mean), float(std)
+
+
 def run_cell(
     algo: str, env_id: str, seed: int, budget: int, out: str, eval_freq: int, n_eval_episodes: int, device: str = "cpu"
 ) -> dict[str, Any]:
@@ -207,9 +220,6 @@ def run_cell(
     import torch as th
 
     th.set_num_threads(1)
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
-
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = cell_name(algo, env_id, seed, budget)
@@ -233,13 +243,10 @@ def run_cell(
 
     def evaluate() -> None:
         t0 = time.perf_counter()
-        train_env = model.get_env()
-        if isinstance(eval_env, VecNormalize) and isinstance(train_env, VecNormalize):
-            eval_env.obs_rms = train_env.obs_rms.copy()
-        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True)
+        mean, std = evaluate_model(model, eval_env, n_eval_episodes)
         eval_seconds[0] += time.perf_counter() - t0
         train_seconds = time.perf_counter() - t_start - eval_seconds[0]
-        rows.append((model.num_timesteps, float(mean), float(std), train_seconds, rss_mb()))
+        rows.append((model.num_timesteps, mean, std, train_seconds, rss_mb()))
         with open(csv_path, "w") as f:
             f.write("timesteps,eval_mean,eval_std,train_seconds,rss_mb\n")
             for row in rows:
