@@ -1,0 +1,294 @@
+"""
+Equal wall-clock: the return each algorithm and its baseline reach after the same number of training seconds, and
+the training seconds each needs to reach the env's threshold, at the zoo hyperparameters, one torch thread.
+
+    python -m benchmarks.bench_wallclock [--seconds 60] [--eval-seconds 5] [--n-eval-episodes 10]
+        [--envs CartPole-v1 Pendulum-v1 Acrobot-v1] [--algos grpo adaptive_kl_ppo exact_trpo ppo trpo] [--seeds 0]
+
+Each (env, algorithm, seed) run trains in a fresh process, one after another (never in parallel, so that their
+seconds are comparable; run it on an otherwise quiet machine), on the model and eval env of
+``benchmarks.harness.build``. A callback keeps the *training clock*: the wall time since ``learn()`` started, less
+the time spent evaluating (the clock is paused while evaluating). It evaluates the policy (``harness.evaluate_model``:
+deterministic, ``--n-eval-episodes`` episodes on the eval env, VecNormalize statistics copied from the training env,
+as the harness does) each time the training clock passes another ``--eval-seconds``, and stops ``learn()`` (with a
+last evaluation) at the first env step after it passes ``--seconds``. An update cannot be interrupted, so a run can
+end a fraction of an update past the budget; ``train_seconds`` is where it ended. ``learn()`` is called with the
+env's step budget of the step benchmark (``harness.BUDGETS``, or ``--max-steps``), which is also the horizon of
+the zoo entries' linear schedules (``lin_<x>``): a run that does these steps before its seconds are up ends there
+(``stopped_by`` = ``steps``), with its final policy as its return at the budget.
+
+Per run: ``final_return`` (the last evaluation: the return at equal seconds), ``best_return``,
+``seconds_to_threshold`` and ``steps_to_threshold`` (training seconds and env steps at the first evaluation at or
+above ``harness.THRESHOLDS``; empty if never; its resolution is ``--eval-seconds``), ``steps`` done, the evaluations'
+count and seconds, and the run's whole wall time.
+
+The results table ``benchmarks/results/wallclock.csv`` is rebuilt by each run (``--out`` to write elsewhere): its
+seconds are comparable only within one run on one machine, so rows from different runs are never mixed. The printed
+table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at equal seconds and
+the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several seeds, returns are
+means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "wallclock.csv"
+DEFAULT_ALGOS = ("grpo", "adaptive_kl_ppo", "exact_trpo", "ppo", "trpo")
+ALGOS = tuple(dict.fromkeys(DEFAULT_ALGOS + harness.OURS + harness.BASELINES))
+FIELDS = (
+    "algo",
+    "env",
+    "seed",
+    "seconds",
+    "steps",
+    "train_seconds",
+    "stopped_by",
+    "final_return",
+    "best_return",
+    "seconds_to_threshold",
+    "steps_to_threshold",
+    "n_evals",
+    "eval_seconds",
+    "wall_seconds",
+    "date",
+    "commit",
+)
+
+
+class TrainingClock:
+    """Wall time since :meth:`start`, less the time spent inside :meth:`paused` blocks."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self.excluded = 0.0
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+        self.excluded = 0.0
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self._start - self.excluded
+
+    def pause(self) -> float:
+        """Stop counting; returns the moment to pass to :meth:`resume`."""
+        return time.perf_counter()
+
+    def resume(self, paused_at: float) -> None:
+        self.excluded += time.perf_counter() - paused_at
+
+
+def run(
+    algo: str,
+    env_id: str,
+    seed: int,
+    seconds: float,
+    eval_seconds: float = 5.0,
+    n_eval_episodes: int = 10,
+    max_steps: int | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train ``algo`` on ``env_id`` for ``seconds`` of training time (evaluation excluded) in this process; its row."""
+    import torch as th
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    if seconds <= 0 or eval_seconds <= 0:
+        raise ValueError(f"seconds and eval_seconds must be positive, got {seconds} and {eval_seconds}")
+    th.set_num_threads(1)
+    model, eval_env, _ = harness.build(algo, env_id, seed, device)
+    clock = TrainingClock()
+    curve: list[tuple[float, int, float]] = []  # (training seconds, steps, mean return)
+    stopped_by = ["steps"]
+
+    def evaluate() -> None:
+        at = clock.seconds()
+        paused_at = clock.pause()
+        mean, _ = harness.evaluate_model(model, eval_env, n_eval_episodes)
+        clock.resume(paused_at)
+        curve.append((at, model.num_timesteps, mean))
+
+    class WallClockBudget(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.next_eval = eval_seconds
+            clock.start()
+
+        def _on_step(self) -> bool:
+            now = clock.seconds()
+            if now >= seconds:
+                evaluate()
+                stopped_by[0] = "seconds"
+                return False
+            if now >= self.next_eval:
+                evaluate()
+                self.next_eval = (math.floor(now / eval_seconds) + 1) * eval_seconds
+            return True
+
+    budget = max_steps or harness.BUDGETS.get(env_id, 100_000)
+    wall_start = time.perf_counter()
+    model.learn(budget, callback=WallClockBudget())
+    if stopped_by[0] == "steps":  # learn() did its steps before the seconds were up
+        evaluate()
+    wall = time.perf_counter() - wall_start
+    threshold = harness.THRESHOLDS.get(env_id)
+    reached = next((point for point in curve if threshold is not None and point[2] >= threshold), None)
+    return {
+        "algo": algo,
+        "env": env_id,
+        "seed": seed,
+        "seconds": seconds,
+        "steps": model.num_timesteps,
+        "train_seconds": round(curve[-1][0], 3),
+        "stopped_by": stopped_by[0],
+        "final_return": round(curve[-1][2], 2),
+        "best_return": round(max(point[2] for point in curve), 2),
+        "seconds_to_threshold": round(reached[0], 3) if reached else None,
+        "steps_to_threshold": reached[1] if reached else None,
+        "n_evals": len(curve),
+        "eval_seconds": round(clock.excluded, 3),
+        "wall_seconds": round(wall, 3),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commit": harness.commit(),
+    }
+
+
+_CHILD = "import json; from benchmarks.bench_wallclock import run, _child_args; print(json.dumps(run(**_child_args())))"
+
+
+def _child_args() -> dict[str, Any]:
+    algo, env_id, seed, seconds, eval_seconds, n_eval_episodes, max_steps, device = sys.argv[1:9]
+    return {
+        "algo": algo,
+        "env_id": env_id,
+        "seed": int(seed),
+        "seconds": float(seconds),
+        "eval_seconds": float(eval_seconds),
+        "n_eval_episodes": int(n_eval_episodes),
+        "max_steps": int(max_steps) or None,
+        "device": device,
+    }
+
+
+def measure(
+    algo: str,
+    env_id: str,
+    seed: int,
+    seconds: float,
+    eval_seconds: float,
+    n_eval_episodes: int,
+    max_steps: int | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """:func:`run` in a fresh process (one torch thread, OMP on one thread)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    args = [algo, env_id, seed, seconds, eval_seconds, n_eval_episodes, max_steps or 0, device]
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path},
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _fmt(value: float | None, spec: str, width: int) -> str:
+    return f"{value:{width}{spec}}" if value is not None and math.isfinite(value) else f"{'-':>{width}s}"
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """Per env, each of ours beside its baseline: returns at equal seconds and the seconds-to-threshold ratio."""
+
+    def stats(env_id: str, algo: str) -> tuple[float | None, float | None]:
+        runs = [r for r in rows if r["env"] == env_id and r["algo"] == algo]
+        if not runs:
+            return None, None
+        to_threshold = [
+            float(r["seconds_to_threshold"]) if r["seconds_to_threshold"] not in (None, "") else math.inf for r in runs
+        ]
+        return statistics.fmean(float(r["final_return"]) for r in runs), statistics.median(to_threshold)
+
+    header = (
+        f"{'env':14s} {'algo':16s} {'baseline':9s}{'return':>10s}{'baseline':>10s}"
+        f"{'s to thr':>10s}{'baseline':>10s}{'ratio':>8s}"
+    )
+    lines = [header]
+    for env_id in dict.fromkeys(r["env"] for r in rows):
+        algos = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id)
+        for algo in (a for a in algos if a in harness.OURS):
+            base = harness.BASELINE_OF[algo]
+            (ret, secs), (base_ret, base_secs) = stats(env_id, algo), stats(env_id, base)
+            ratio = (
+                secs / base_secs if secs is not None and base_secs is not None and math.isfinite(secs * base_secs) else None
+            )
+            lines.append(
+                f"{env_id:14s} {algo:16s} {base:9s}{_fmt(ret, '.1f', 10)}{_fmt(base_ret, '.1f', 10)}"
+                f"{_fmt(secs, '.1f', 10)}{_fmt(base_secs, '.1f', 10)}{_fmt(ratio, '.2f', 8)}"
+            )
+    return "\n".join(lines)
+
+
+def write(rows: list[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({k: ("" if r[k] is None else r[k]) for k in FIELDS} for r in rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0, help="training seconds per run (evaluation excluded)")
+    parser.add_argument("--eval-seconds", type=float, default=5.0, help="training seconds between evaluations")
+    parser.add_argument("--n-eval-episodes", type=int, default=10)
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1", "Acrobot-v1"])
+    parser.add_argument("--algos", nargs="+", default=list(DEFAULT_ALGOS), choices=ALGOS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="env steps at most, and the schedules' horizon (default: harness.BUDGETS)"
+    )
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="the results table (rebuilt)")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.eval_seconds <= 0:
+        parser.error("--seconds and --eval-seconds must be positive")
+    unknown = [env for env in args.envs if env not in harness.THRESHOLDS]
+    if unknown:
+        print(f"no threshold for {unknown} in harness.THRESHOLDS: seconds to threshold stay empty", file=sys.stderr)
+    rows = []
+    for env_id in args.envs:
+        for seed in args.seeds:
+            for algo in args.algos:
+                try:
+                    r = measure(
+                        algo, env_id, seed, args.seconds, args.eval_seconds, args.n_eval_episodes, args.max_steps, args.device
+                    )
+                except subprocess.CalledProcessError as exc:
+                    print(f"{algo} on {env_id} seed {seed} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                rows.append(r)
+                print(
+                    f"{env_id:14s} {algo:16s} s{seed} {r['steps']:8d} steps in {r['train_seconds']:6.1f} s "
+                    f"({r['stopped_by']})  return {r['final_return']:8.1f}  best {r['best_return']:8.1f}  "
+                    f"to threshold {_fmt(r['seconds_to_threshold'], '.1f', 6)} s",
+                    flush=True,
+                )
+    write(rows, Path(args.out))
+    print(summary(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""bench_wallclock stops training at a budget of training seconds that leaves evaluation out, and compares at it."""
+
+import csv
+import time
+
+import benchmarks.harness as harness
+from benchmarks.bench_wallclock import FIELDS, main, run, summary
+
+
+def test_the_training_clock_stops_while_evaluating(monkeypatch):
+    evaluate_model = harness.evaluate_model
+    pause = 0.3
+
+    def slow_evaluation(*args):  # an evaluation far longer than the time between evaluations
+        time.sleep(pause)
+        return evaluate_model(*args)
+
+    monkeypatch.setattr(harness, "evaluate_model", slow_evaluation)
+    start = time.perf_counter()
+    row = run("grpo", "CartPole-v1", seed=0, seconds=2.0, eval_seconds=0.5, n_eval_episodes=1)
+    wall = time.perf_counter() - start
+    assert set(row) == set(FIELDS)
+    assert (row["algo"], row["env"], row["seed"], row["seconds"]) == ("grpo", "CartPole-v1", 0, 2.0)
+    assert row["stopped_by"] == "seconds"
+    assert 2.0 <= row["train_seconds"] < 3.5  # stopped at the first step past the budget (an update may overshoot)
+    assert row["n_evals"] >= 3  # every 0.5 s of training, the last at the stop
+    # the evaluations' pauses come on top of the training seconds instead of eating into them
+    assert row["eval_seconds"] >= pause * row["n_evals"]
+    assert wall >= row["train_seconds"] + pause * row["n_evals"]
+    assert row["wall_seconds"] >= row["train_seconds"] + row["eval_seconds"] - 0.01
+    assert row["steps"] > 0 and row["best_return"] >= row["final_return"]
+    if row["seconds_to_threshold"] is not None:
+        assert row["best_return"] >= 475.0  # CartPole-v1's threshold
+        assert row["seconds_to_threshold"] <= row["train_seconds"] and row["steps_to_threshold"] <= row["steps"]
+
+
+def test_a_run_that_does_its_steps_first_ends_there_and_is_evaluated(tmp_path):
+    row = run("ppo", "CartPole-v1", seed=0, seconds=60.0, eval_seconds=30.0, n_eval_episodes=1, max_steps=256)
+    assert row["stopped_by"] == "steps" and row["steps"] == 256  # one rollout: 8 envs x n_steps 32
+    assert row["n_evals"] == 1 and row["train_seconds"] < 60.0
+
+
+def test_summary_puts_each_of_ours_beside_its_baseline():
+    def row(algo, env, ret, secs):
+        return {"algo": algo, "env": env, "final_return": ret, "seconds_to_threshold": secs}
+
+    rows = [
+        row("ppo", "CartPole-v1", 400.0, 20.0),
+        row("grpo", "CartPole-v1", 500.0, 5.0),
+        row("adaptive_kl_ppo", "CartPole-v1", 450.0, None),
+        row("trpo", "Pendulum-v1", -300.0, None),
+        row("exact_trpo", "Pendulum-v1", -180.0, 30.0),
+    ]
+    lines = summary(rows).splitlines()
+    assert lines[1].split() == ["CartPole-v1", "grpo", "ppo", "500.0", "400.0", "5.0", "20.0", "0.25"]
+    assert lines[2].split() == ["CartPole-v1", "adaptive_kl_ppo", "ppo", "450.0", "400.0", "-", "20.0", "-"]
+    assert lines[3].split() == ["Pendulum-v1", "exact_trpo", "trpo", "-180.0", "-300.0", "30.0", "-", "-"]
+    assert len(lines) == 4  # baselines have no line of their own
+
+
+def test_the_command_writes_one_row_per_run(tmp_path, capsys):
+    out = tmp_path / "wallclock.csv"
+    args = ["--seconds", "0.5", "--eval-seconds", "0.25", "--n-eval-episodes", "1", "--envs", "CartPole-v1"]
+    main([*args, "--algos", "grpo", "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["algo"], r["env"], r["seconds"]) for r in rows] == [("grpo", "CartPole-v1", "0.5")]
+    assert list(rows[0]) == list(FIELDS)
+    assert float(rows[0]["train_seconds"]) >= 0.5
+    assert "grpo" in capsys.readouterr().out
