@@ -14,6 +14,7 @@ from benchmarks import qa_tasks
         ("grpo", "add", ["--set", "extractor=gru", "--set", "extractor.embed_dim=8"]),
         ("ppo", "sequence", []),
         ("grpo", "heldout", ["--set", "env.pad_operands=true", "--set", "env.reverse_answer=true"]),
+        ("grpo", "heldout", ["--config", "heldout", "--budget", "1200"]),  # the later --config wins
     ],
 )
 def test_one_run_appends_a_row(algo, task, extra, tmp_path, capsys):
@@ -22,6 +23,7 @@ def test_one_run_appends_a_row(algo, task, extra, tmp_path, capsys):
     qa_tasks.main([*run, "--out", str(out), *extra])
     (row,) = list(csv.DictReader(out.open()))
     assert (row["algo"], row["task"], row["seed"]) == (algo, task, "0")
+    assert row["config"] == (extra[extra.index("--config") + 1] if "--config" in extra else "example")
     assert 0.0 <= float(row["accuracy"]) <= 1.0 and 0.0 <= float(row["train_accuracy"]) <= 1.0
     curve = json.loads(row["curve"])
     assert len(curve) >= 2 and curve[-1][1] == float(row["accuracy"])
