@@ -9,7 +9,7 @@ import torch as th
 from envs import TargetEnv
 from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
 
 CUDA = th.cuda.is_available()
 DEVICES = ["cpu", "cuda"]
@@ -17,6 +17,8 @@ ALGOS = {
     "grpo": (GRPO, dict(n_steps=20, group_size=2, beta=0.05)),
     "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
     "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=32, batch_size=32, n_epochs=2)),
+    "reinforce": (REINFORCE, dict(n_steps=20)),
+    "online_dpo": (OnlineDPO, dict(n_steps=20, group_size=2, ref_update_interval=2)),
 }
 OBS = np.array([[1.0, -0.5, 0.0, 0.0], [0.2, 0.3, 0.0, 0.0]], dtype=np.float32)
 

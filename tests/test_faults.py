@@ -14,7 +14,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
 
 ALGOS = {
     "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
@@ -22,7 +22,12 @@ ALGOS = {
 }
 
 
-ALL_ALGOS = {**ALGOS, "grpo": (GRPO, dict(n_steps=32, group_size=2, n_epochs=2))}
+ALL_ALGOS = {
+    **ALGOS,
+    "grpo": (GRPO, dict(n_steps=32, group_size=2, n_epochs=2)),
+    "reinforce": (REINFORCE, dict(n_steps=32)),
+    "online_dpo": (OnlineDPO, dict(n_steps=32, group_size=2, n_epochs=2)),
+}
 
 
 def _make(name, env=None):

@@ -112,7 +112,7 @@ def test_bad_inputs():
 def _algorithms():
     from stable_baselines3 import PPO
 
-    from sb3_grpo import GRPO, AdaptiveKLPPO, ExactTRPO
+    from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
 
     common = dict(n_steps=32, seed=0, device="cpu")
     return {
@@ -127,13 +127,17 @@ def _algorithms():
         "adaptive_kl_ppo": lambda env, pk: AdaptiveKLPPO(
             "MlpPolicy", env, batch_size=64, n_epochs=2, policy_kwargs=pk, **common
         ),
+        "reinforce": lambda env, pk: REINFORCE("MlpPolicy", env, policy_kwargs=pk, **common),
+        "online_dpo": lambda env, pk: OnlineDPO(
+            "MlpPolicy", env, group_size=4, batch_size=8, n_epochs=2, policy_kwargs=pk, reward_functions=REWARDS, **common
+        ),
     }
 
 
-@pytest.mark.parametrize("algo", ["grpo", "ppo", "exact_trpo", "adaptive_kl_ppo"])
+@pytest.mark.parametrize("algo", ["grpo", "ppo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo"])
 @pytest.mark.parametrize("model", MODELS)
 def test_every_algorithm_trains_with_it(algo, model):
-    env_kwargs = {} if algo == "grpo" else {"reward_mode": "shaped"}
+    env_kwargs = {} if algo in ("grpo", "online_dpo") else {"reward_mode": "shaped"}
     env = make_vec_env("sb3_grpo/Arithmetic-v0", n_envs=4, seed=0, env_kwargs=env_kwargs)
     policy_kwargs = dict(
         features_extractor_class=TokenSequenceExtractor,
