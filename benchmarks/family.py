@@ -262,7 +262,7 @@ def plot(qa_rows: list[dict[str, Any]], cart_curves: dict[str, list[np.ndarray]]
                 if r["algo"] == algo and r["task"] == task and int(r["seed"]) in seeds
             ]
             _band(ax, curves, DISPLAY[algo])
-        ax.set(title=f"Arithmetic `{task}`", xlabel="env steps", ylabel="greedy exact-match accuracy", ylim=(0, 1.02))
+        ax.set(title=f"Arithmetic-v0, {task}", xlabel="env steps", ylabel="greedy exact-match accuracy", ylim=(0, 1.02))
     ax = axes[2]
     for algo in ALGOS:
         _band(ax, cart_curves.get(algo, []), DISPLAY[algo])
