@@ -520,6 +520,44 @@ def block_throughput(data: Data) -> str:
     return "\n".join(markdown(header, body))
 
 
+def block_wallclock(data: Data) -> str:
+    """``benchmarks/results/wallclock.csv`` (``python -m benchmarks.bench_wallclock``): per env, each of ours beside
+    its baseline after the same training seconds, and the training seconds each needed to reach the threshold."""
+    rows = list(csv.DictReader((data.results / "wallclock.csv").open()))
+
+    def cell(env_id: str, algo: str) -> dict[str, Any] | None:
+        return next((r for r in rows if r["env"] == env_id and r["algo"] == algo), None)
+
+    body = []
+    for env_id in dict.fromkeys(r["env"] for r in rows):
+        for algo in [a for a in ORDER if a not in ("ppo", "trpo")]:
+            ours, base = cell(env_id, algo), cell(env_id, BASELINE_OF[algo])
+            if ours is None or base is None:
+                continue
+            a, b = ours["seconds_to_threshold"], base["seconds_to_threshold"]
+            ratio = f"{float(a) / float(b):.2f}" if a and b else "-"
+            body.append(
+                [
+                    env_id,
+                    f"{DISPLAY[algo]} / {DISPLAY[BASELINE_OF[algo]]}",
+                    f"{float(ours['final_return']):.1f} / {float(base['final_return']):.1f}",
+                    f"{ours['steps']} / {base['steps']}",
+                    f"{float(a):.1f} / {float(b):.1f}".replace("nan", "-") if a and b else f"{a or '-'} / {b or '-'}",
+                    ratio,
+                ]
+            )
+    seconds = rows[0]["seconds"] if rows else "?"
+    header = [
+        "env",
+        "ours / baseline",
+        f"return after {float(seconds):.0f} s of training",
+        "env steps done",
+        f"training seconds to {'the threshold'}",
+        "seconds ratio",
+    ]
+    return "\n".join(markdown(header, body))
+
+
 def block_paired(data: Data) -> str:
     from benchmarks.bench_paired import summarise
 
@@ -880,6 +918,7 @@ BLOCKS: dict[str, Callable[[Data], str]] = {
     "large": block_large,
     "grpo_vs_ppo": block_grpo_vs_ppo,
     "throughput": block_throughput,
+    "wallclock": block_wallclock,
     "paired": block_paired,
     "instructions": block_instructions,
     "soak": block_soak,
