@@ -7,12 +7,24 @@ import pytest
 import torch as th
 from envs import TargetEnv
 from gymnasium import spaces
-from scipy.special import expit, log_softmax, softmax
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 from sb3_grpo import GRPO, OnlineDPO
 from sb3_grpo.online_dpo.pairs import preference_pairs
+
+
+def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.exp(log_softmax(x, axis))
+
+
+def expit(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
 
 
 def params(policy):
