@@ -125,17 +125,6 @@ class RewardFunctionsAsEnvReward(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-def algorithm_class(algo: str) -> type:
-    if algo == "ppo":
-        from stable_baselines3 import PPO
-
-        return PPO
-    import sb3_grpo
-
-    names = {"reinforce": "REINFORCE", "grpo": "GRPO", "online_dpo": "OnlineDPO", "adaptive_kl_ppo": "AdaptiveKLPPO"}
-    return getattr(sb3_grpo, names[algo])
-
-
 def build_qa(algo: str, task: str, seed: int) -> Any:
     """The model of ``algo`` on question-answer ``task`` with the family settings (:data:`QA_CONFIGS`)."""
     settings = copy.deepcopy(QA_CONFIGS[algo])
@@ -144,7 +133,7 @@ def build_qa(algo: str, task: str, seed: int) -> Any:
     kwargs: dict[str, Any] = dict(policy_kwargs=qa_tasks.policy_kwargs(settings), seed=seed, device="cpu")
     kwargs["learning_rate"] = qa_tasks.learning_rate(settings.pop("learning_rate"))
     kwargs.update(settings)
-    cls = algorithm_class(algo)
+    cls = harness.algorithm_class(algo)
     if algo in GROUP_ALGOS:
         kwargs.setdefault("reward_functions", REWARD_FUNCTIONS)
         env = make_vec_env(spec["env_id"], n_envs=n_envs, seed=seed, env_kwargs=dict(spec["env_kwargs"]))
@@ -163,28 +152,18 @@ def build_qa(algo: str, task: str, seed: int) -> Any:
 def run_qa(algo: str, task: str, seed: int, budget: int = QA_BUDGET, eval_every: int = EVAL_EVERY) -> dict[str, Any]:
     """Train one run and return its row (final accuracy, steps to the task's threshold, curve)."""
     th.set_num_threads(1)
-    model = build_qa(algo, task, seed)
-    curve = qa_tasks.AccuracyCurve(task, eval_every)
-    start = time.perf_counter()
-    model.learn(budget, callback=curve)
-    seconds = time.perf_counter() - start
-    accuracy = qa_tasks.evaluate(model, task)
-    curve.curve.append((model.num_timesteps, accuracy))
-    threshold = qa_tasks.TASKS[task]["threshold"]
-    reached = [steps for steps, value in curve.curve if value >= threshold]
+    scores = qa_tasks.train_and_score(build_qa(algo, task, seed), task, budget, eval_every)
     return dict(
         algo=algo,
         task=task,
         seed=seed,
         budget=budget,
-        steps=model.num_timesteps,
-        accuracy=round(accuracy, 4),
-        threshold=threshold,
-        steps_to_threshold=reached[0] if reached else "",
-        seconds=round(seconds, 1),
+        steps=scores["steps"],
+        accuracy=round(scores["accuracy"], 4),
+        **{key: scores[key] for key in ("threshold", "steps_to_threshold", "seconds")},
         date=time.strftime("%Y-%m-%d"),
         commit=harness.commit(),
-        curve=json.dumps([[s, round(a, 4)] for s, a in curve.curve]),
+        curve=scores["curve"],
     )
 
 

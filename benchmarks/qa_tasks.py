@@ -39,6 +39,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 import sb3_grpo  # noqa: F401  (registers the envs and the arithmetic_* reward functions)
+from benchmarks.harness import algorithm_class
 from sb3_grpo.common.torch_layers import TokenSequenceExtractor
 from sb3_grpo.envs.arithmetic import HELD_OUT_KWARGS, split_accuracy
 
@@ -183,23 +184,12 @@ def build(algo: str, task: str, settings: dict[str, Any], seed: int, env_overrid
     kwargs.update(settings)
     env_kwargs = {**spec["env_kwargs"], **(env_overrides or {})}
     if algo == "grpo":
-        from sb3_grpo import GRPO
-
         kwargs.setdefault("reward_functions", REWARD_FUNCTIONS)
-        return GRPO("MlpPolicy", make_vec_env(spec["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs), **kwargs)
+        env = make_vec_env(spec["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs)
+        return algorithm_class(algo)("MlpPolicy", env, **kwargs)
     env_kwargs["reward_mode"] = "shaped"
     env = make_vec_env(spec["env_id"], n_envs=n_envs, seed=seed, env_kwargs=env_kwargs)
-    if algo == "ppo":
-        from stable_baselines3 import PPO
-
-        return PPO("MlpPolicy", env, **kwargs)
-    if algo == "adaptive_kl_ppo":
-        from sb3_grpo import AdaptiveKLPPO
-
-        return AdaptiveKLPPO("MlpPolicy", env, **kwargs)
-    from sb3_grpo import ExactTRPO
-
-    return ExactTRPO("MlpPolicy", env, **kwargs)
+    return algorithm_class(algo)("MlpPolicy", env, **kwargs)
 
 
 def evaluate(model: Any, task: str, split: str | None = None, env_overrides: dict[str, Any] | None = None) -> float:
@@ -228,10 +218,9 @@ class AccuracyCurve(BaseCallback):
             self._next = (self.num_timesteps // self.every + 1) * self.every
 
 
-def run(algo: str, task: str, config: str, overrides: dict[str, Any], seed: int, budget: int, eval_every: int) -> dict:
-    settings = copy.deepcopy({**CONFIGS[algo][config], **overrides})
-    env_overrides = env_settings(settings)
-    model = build(algo, task, settings, seed, env_overrides)
+def train_and_score(model: Any, task: str, budget: int, eval_every: int, env_overrides: dict[str, Any] | None = None) -> dict:
+    """Train ``model`` for ``budget`` env steps, evaluating every ``eval_every``; the run's measurements: steps,
+    final accuracy, the first evaluation at the task's threshold, seconds, fps and the curve."""
     curve = AccuracyCurve(task, eval_every, env_overrides)
     start = time.perf_counter()
     model.learn(budget, callback=curve)
@@ -241,20 +230,33 @@ def run(algo: str, task: str, config: str, overrides: dict[str, Any], seed: int,
     threshold = TASKS[task]["threshold"]
     reached = [steps for steps, acc in curve.curve if acc >= threshold]
     return dict(
+        steps=model.num_timesteps,
+        accuracy=accuracy,
+        threshold=threshold,
+        steps_to_threshold=reached[0] if reached else "",
+        seconds=round(seconds, 1),
+        fps=round(model.num_timesteps / seconds),
+        curve=json.dumps([[s, round(a, 4)] for s, a in curve.curve]),
+    )
+
+
+def run(algo: str, task: str, config: str, overrides: dict[str, Any], seed: int, budget: int, eval_every: int) -> dict:
+    settings = copy.deepcopy({**CONFIGS[algo][config], **overrides})
+    env_overrides = env_settings(settings)
+    model = build(algo, task, settings, seed, env_overrides)
+    scores = train_and_score(model, task, budget, eval_every, env_overrides)
+    accuracy = scores["accuracy"]
+    return dict(
         algo=algo,
         task=task,
         config=config,
         overrides=json.dumps(overrides, sort_keys=True),
         seed=seed,
         budget=budget,
-        steps=model.num_timesteps,
+        steps=scores["steps"],
         accuracy=accuracy,
         train_accuracy=evaluate(model, task, "train", env_overrides) if task == "heldout" else accuracy,
-        threshold=threshold,
-        steps_to_threshold=reached[0] if reached else "",
-        seconds=round(seconds, 1),
-        fps=round(model.num_timesteps / seconds),
-        curve=json.dumps([[s, round(a, 4)] for s, a in curve.curve]),
+        **{key: scores[key] for key in ("threshold", "steps_to_threshold", "seconds", "fps", "curve")},
     )
 
 
