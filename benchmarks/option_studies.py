@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness import THRESHOLDS, build, every_n_steps
+from benchmarks.harness import THRESHOLDS, build, evaluate_model, every_n_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Gradient-norm clipping off: a bound no gradient reaches.
@@ -256,8 +256,6 @@ def run(
 ) -> RunLog:
     """Train one setting for ``budget`` env steps, evaluating every ``eval_freq`` steps and at the end."""
     import torch as th
-    from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
 
     th.set_num_threads(1)
     model, eval_env, _ = build(algo, env_id, seed, overrides=overrides)
@@ -276,11 +274,8 @@ def run(
     model.train = train  # type: ignore[method-assign]
 
     def evaluate() -> None:
-        train_env = model.get_env()
-        if isinstance(eval_env, VecNormalize) and isinstance(train_env, VecNormalize):
-            eval_env.obs_rms = train_env.obs_rms.copy()
-        mean, _ = evaluate_policy(model, eval_env, n_eval_episodes=n_eval_episodes, deterministic=True)
-        log.evals.append((model.num_timesteps, float(mean)))
+        mean, _ = evaluate_model(model, eval_env, n_eval_episodes)
+        log.evals.append((model.num_timesteps, mean))
 
     start = time.perf_counter()
     with _recording_grad_norms(policy_norms):
