@@ -10,7 +10,7 @@ from stable_baselines3.common import policies as sb3_policies
 from stable_baselines3.common.distributions import make_proba_distribution
 
 from sb3_grpo.adaptive_kl_ppo import policies as akl_policies
-from sb3_grpo.common.policies import ActorPolicy, sample_with_log_prob, set_distribution
+from sb3_grpo.common.policies import ActorPolicy, log_prob_and_entropy, sample_with_log_prob, set_distribution
 from sb3_grpo.exact_trpo import policies as trpo_policies
 
 OBS = spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
@@ -113,6 +113,40 @@ def test_actor_policy_forward_matches_its_distribution(kind):
         expected = distribution.get_actions()
         _equal(actions, expected.reshape(actions.shape))
         _equal(log_prob, distribution.log_prob(expected))
+
+
+@pytest.mark.parametrize("kind", sorted(ACTION_SPACES))
+def test_actor_policy_evaluate_actions_matches_its_distribution(kind):
+    """evaluate_actions' direct path gives the values and the gradients of distribution.log_prob / entropy."""
+    th.manual_seed(0)
+    policy = ActorPolicy(OBS, ACTION_SPACES[kind], lambda _: 1e-3, net_arch=[8], **_kwargs(kind))
+    if kind.startswith("box_sde"):
+        policy.reset_noise(8)
+    obs = th.rand(8, 3)
+    with th.no_grad():
+        actions = policy.get_distribution(obs).get_actions()
+
+    def grads(log_prob: th.Tensor, entropy: th.Tensor | None) -> list[th.Tensor]:
+        policy.zero_grad()
+        loss = (log_prob * th.linspace(-1.0, 1.0, len(log_prob))).sum()
+        if entropy is not None:
+            loss = loss - 0.3 * entropy.sum()
+        loss.backward()
+        return [p.grad.clone() for p in policy.parameters() if p.grad is not None]
+
+    log_prob, entropy = policy.evaluate_actions(obs, actions)
+    got = grads(log_prob, entropy)
+    distribution = policy.get_distribution(obs)
+    expected_log_prob, expected_entropy = distribution.log_prob(actions), distribution.entropy()
+    _equal(log_prob, expected_log_prob)
+    _equal(entropy, expected_entropy)
+    expected = grads(expected_log_prob, expected_entropy)
+    assert len(got) == len(expected) > 0
+    for a, b in zip(got, expected, strict=True):
+        _equal(a, b)
+    mean_actions = policy.action_net(policy._latent(obs))
+    direct = log_prob_and_entropy(policy.action_dist, mean_actions, getattr(policy, "log_std", None), actions)
+    assert (direct is not None) == (kind in ("discrete", "box"))  # the others take the distribution's path
 
 
 def test_multi_tensor_adam_updates_bitwise_as_the_per_tensor_loop():

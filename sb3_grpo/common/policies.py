@@ -45,6 +45,7 @@ __all__ = [
     "MultiInputPolicy",
     "actor_net_arch",
     "frozen_copy",
+    "log_prob_and_entropy",
     "multi_tensor_adam",
     "sample_gsde_weights",
     "sample_with_log_prob",
@@ -150,6 +151,31 @@ def sample_with_log_prob(
         std = _gsde_std(sde, log_std, latent)
         actions = mean_actions + sde.get_noise(latent)
         return actions, _gaussian_log_prob(actions, mean_actions, std)
+    return None
+
+
+def log_prob_and_entropy(
+    action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None, actions: th.Tensor
+) -> tuple[th.Tensor, th.Tensor] | None:
+    """The log-probability of ``actions`` and the entropy of the policy's action distribution, from the action net's
+    output, without building ``torch.distributions`` objects; ``None`` where there is no such path.
+
+    Categorical and diagonal Gaussian (the exact SB3 types): the operations of torch's ``Categorical`` / ``Normal``
+    ``log_prob`` and ``entropy`` (with SB3's sums over action dimensions), in the same order, so values and gradients
+    are bitwise those of ``distribution.log_prob(actions)`` and ``distribution.entropy()``
+    (``tests/test_fast_paths.py``). Unlike :func:`set_distribution`, it leaves ``action_dist`` as it was.
+    """
+    kind = type(action_dist)
+    if kind is CategoricalDistribution:
+        logits = mean_actions - mean_actions.logsumexp(dim=-1, keepdim=True)  # Categorical(logits=...)
+        log_prob = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)  # Categorical.log_prob
+        p_log_p = logits.clamp(min=th.finfo(logits.dtype).min) * F.softmax(logits, dim=-1)  # Categorical.entropy
+        return log_prob, -p_log_p.sum(-1)
+    if kind is DiagGaussianDistribution and log_std is not None:
+        std = th.ones_like(mean_actions) * log_std.exp()
+        entropy = 0.5 + 0.5 * math.log(2 * math.pi) + th.log(std)  # Normal.entropy
+        entropy = entropy.sum(dim=1) if entropy.dim() > 1 else entropy.sum()  # sum_independent_dims
+        return _gaussian_log_prob(actions, mean_actions, std), entropy
     return None
 
 
@@ -443,8 +469,14 @@ class ActorPolicy(BasePolicy):
         return actions, log_prob
 
     def evaluate_actions(self, obs: PyTorchObs, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor | None]:
-        """Log-probability and entropy of ``actions`` under the current policy."""
-        distribution = self._distribution(obs)
+        """Log-probability and entropy of ``actions`` under the current policy (Categorical and diagonal Gaussian:
+        without distribution objects, same values and gradients, see :func:`log_prob_and_entropy`)."""
+        latent = self._latent(obs)
+        mean_actions = self.action_net(latent)
+        evaluated = log_prob_and_entropy(self.action_dist, mean_actions, getattr(self, "log_std", None), actions)
+        if evaluated is not None:
+            return evaluated
+        distribution = self._distribution_from(latent, mean_actions)
         return distribution.log_prob(actions), distribution.entropy()
 
     def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> th.Tensor:

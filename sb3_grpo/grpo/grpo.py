@@ -375,7 +375,9 @@ class GRPO(GroupSamplingAlgorithm):
                     kl_refs.append(float((batch.weights * kl_ref.detach()).sum() / batch.weights.sum().clamp_min(1e-12)))
                 if entropy is None:
                     entropy = -log_prob
-                loss = (batch.weights * (per_step - self.ent_coef * entropy)).sum()
+                if self.ent_coef != 0:  # without the bonus, no backward pass through the entropy
+                    per_step = per_step - self.ent_coef * entropy
+                loss = (batch.weights * per_step).sum()
 
                 with th.no_grad():
                     weight_sum = batch.weights.sum().clamp_min(1e-12)
