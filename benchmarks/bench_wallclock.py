@@ -4,6 +4,7 @@ the training seconds each needs to reach the env's threshold, at the zoo hyperpa
 
     python -m benchmarks.bench_wallclock [--seconds 60] [--eval-seconds 5] [--n-eval-episodes 10]
         [--envs CartPole-v1 Pendulum-v1 Acrobot-v1] [--algos grpo adaptive_kl_ppo exact_trpo ppo trpo] [--seeds 0]
+        [--baseline-steps N] [--max-steps N]
 
 Each (env, algorithm, seed) run trains in a fresh process, one after another (never in parallel, so that their
 seconds are comparable; run it on an otherwise quiet machine), on the model and eval env of
@@ -17,16 +18,22 @@ env's step budget of the step benchmark (``harness.BUDGETS``, or ``--max-steps``
 the zoo entries' linear schedules (``lin_<x>``): a run that does these steps before its seconds are up ends there
 (``stopped_by`` = ``steps``), with its final policy as its return at the budget.
 
+``--baseline-steps N`` measures each of ours *at its baseline's time for N steps*: per env and seed the baselines
+(SB3 PPO, sb3-contrib TRPO) train first for N steps with no time limit, then each of ours trains for the training
+seconds its baseline took (its ``seconds``), with ``--max-steps`` as its step budget (set it above what it can do
+in that time, or it stops at the steps).
+
 Per run: ``final_return`` (the last evaluation: the return at equal seconds), ``best_return``,
 ``seconds_to_threshold`` and ``steps_to_threshold`` (training seconds and env steps at the first evaluation at or
 above ``harness.THRESHOLDS``; empty if never; its resolution is ``--eval-seconds``), ``steps`` done, the evaluations'
 count and seconds, and the run's whole wall time.
 
-The results table ``benchmarks/results/wallclock.csv`` is rebuilt by each run (``--out`` to write elsewhere): its
-seconds are comparable only within one run on one machine, so rows from different runs are never mixed. The printed
-table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at equal seconds and
-the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several seeds, returns are
-means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
+Rows are appended to the results table ``benchmarks/results/wallclock.csv`` (``--out`` to write elsewhere) with
+``run``, one number per invocation: seconds are comparable only within one run on one machine, so rows of different
+runs are never compared (``benchmarks.aggregate``'s wallclock block takes, per env and pair, the latest run holding
+both). The printed table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at
+equal seconds and the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several
+seeds, returns are means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "wallclock.csv"
 DEFAULT_ALGOS = ("grpo", "adaptive_kl_ppo", "exact_trpo", "ppo", "trpo")
 ALGOS = tuple(dict.fromkeys(DEFAULT_ALGOS + harness.OURS + harness.BASELINES))
 FIELDS = (
+    "run",
     "algo",
     "env",
     "seed",
@@ -106,7 +114,7 @@ def run(
     from stable_baselines3.common.callbacks import BaseCallback
 
     if seconds <= 0 or eval_seconds <= 0:
-        raise ValueError(f"seconds and eval_seconds must be positive, got {seconds} and {eval_seconds}")
+        raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
     th.set_num_threads(1)
     model, eval_env, _ = harness.build(algo, env_id, seed, device)
     clock = TrainingClock()
@@ -241,11 +249,22 @@ def summary(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write(rows: list[dict[str, Any]], path: Path) -> None:
+def read(path: Path) -> list[dict[str, Any]]:
+    """The rows of the results table (none if it does not exist)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def append(rows: list[dict[str, Any]], path: Path) -> None:
+    """Append ``rows`` to the results table (written with its header if new)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
+        if new:
+            writer.writeheader()
         writer.writerows({k: ("" if r[k] is None else r[k]) for k in FIELDS} for r in rows)
 
 
@@ -260,33 +279,58 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-steps", type=int, default=None, help="env steps at most, and the schedules' horizon (default: harness.BUDGETS)"
     )
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="the results table (rebuilt)")
+    parser.add_argument(
+        "--baseline-steps",
+        type=int,
+        default=None,
+        help="baselines train this many steps (no time limit) first; each of ours then trains for its baseline's seconds",
+    )
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="the results table (rows appended)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.eval_seconds <= 0:
         parser.error("--seconds and --eval-seconds must be positive")
+    algos = list(dict.fromkeys(args.algos))
+    if args.baseline_steps is not None:
+        missing = sorted({harness.BASELINE_OF[a] for a in algos if a in harness.OURS} - set(algos))
+        if args.baseline_steps <= 0 or missing:
+            parser.error(f"--baseline-steps must be positive and needs each baseline in --algos (add {missing})")
+        algos = [a for a in algos if a in harness.BASELINES] + [a for a in algos if a not in harness.BASELINES]
     unknown = [env for env in args.envs if env not in harness.THRESHOLDS]
     if unknown:
         print(f"no threshold for {unknown} in harness.THRESHOLDS: seconds to threshold stay empty", file=sys.stderr)
+    out = Path(args.out)
+    run_id = 1 + max((int(r["run"]) for r in read(out) if r.get("run")), default=0)
     rows = []
     for env_id in args.envs:
         for seed in args.seeds:
-            for algo in args.algos:
+            baseline_seconds: dict[str, float] = {}
+            for algo in algos:
+                seconds, max_steps = args.seconds, args.max_steps
+                if args.baseline_steps is not None:
+                    if algo in harness.BASELINES:
+                        seconds, max_steps = math.inf, args.baseline_steps
+                    elif harness.BASELINE_OF[algo] in baseline_seconds:
+                        seconds = baseline_seconds[harness.BASELINE_OF[algo]]
+                    else:
+                        print(f"{algo} on {env_id} seed {seed} skipped: its baseline did not run", file=sys.stderr)
+                        continue
                 try:
-                    r = measure(
-                        algo, env_id, seed, args.seconds, args.eval_seconds, args.n_eval_episodes, args.max_steps, args.device
-                    )
+                    r = measure(algo, env_id, seed, seconds, args.eval_seconds, args.n_eval_episodes, max_steps, args.device)
                 except subprocess.CalledProcessError as exc:
                     print(f"{algo} on {env_id} seed {seed} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
                     continue
+                baseline_seconds[algo] = r["train_seconds"]
+                r["run"] = run_id
                 rows.append(r)
+                append([r], out)  # row by row: a long run that fails later keeps what it measured
                 print(
                     f"{env_id:14s} {algo:16s} s{seed} {r['steps']:8d} steps in {r['train_seconds']:6.1f} s "
                     f"({r['stopped_by']})  return {r['final_return']:8.1f}  best {r['best_return']:8.1f}  "
                     f"to threshold {_fmt(r['seconds_to_threshold'], '.1f', 6)} s",
                     flush=True,
                 )
-    write(rows, Path(args.out))
+    print(f"run {run_id}: {len(rows)} rows appended to {out}")
     print(summary(rows))
 
 
