@@ -25,6 +25,7 @@ import csv
 import json
 import math
 import re
+import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -522,37 +523,60 @@ def block_throughput(data: Data) -> str:
 
 def block_wallclock(data: Data) -> str:
     """``benchmarks/results/wallclock.csv`` (``python -m benchmarks.bench_wallclock``): per env, each of ours beside
-    its baseline after the same training seconds, and the training seconds each needed to reach the threshold."""
+    its baseline after the same training seconds, and the training seconds each needed to reach the threshold, from
+    the latest run holding both (runs are never mixed). With several seeds: mean returns, mean steps, median seconds
+    to the threshold (a seed that never reaches it counts as never)."""
     rows = list(csv.DictReader((data.results / "wallclock.csv").open()))
 
-    def cell(env_id: str, algo: str) -> dict[str, Any] | None:
-        return next((r for r in rows if r["env"] == env_id and r["algo"] == algo), None)
+    def cells(run: str, env_id: str, algo: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["run"] == run and r["env"] == env_id and r["algo"] == algo]
+
+    def to_threshold(runs: list[dict[str, Any]]) -> float:
+        values = [float(r["seconds_to_threshold"]) if r["seconds_to_threshold"] else math.inf for r in runs]
+        return statistics.median(values)
+
+    def seconds_text(value: float) -> str:
+        return f"{value:.1f}" if math.isfinite(value) else "never"
 
     body = []
     for env_id in dict.fromkeys(r["env"] for r in rows):
         for algo in [a for a in ORDER if a not in ("ppo", "trpo")]:
-            ours, base = cell(env_id, algo), cell(env_id, BASELINE_OF[algo])
-            if ours is None or base is None:
+            base_algo = BASELINE_OF[algo]
+            runs = [r["run"] for r in rows if r["env"] == env_id and r["algo"] == algo]
+            run = max((r for r in set(runs) if cells(r, env_id, base_algo)), key=int, default=None)
+            if run is None:
                 continue
-            a, b = ours["seconds_to_threshold"], base["seconds_to_threshold"]
-            ratio = f"{float(a) / float(b):.2f}" if a and b else "-"
+            ours, base = cells(run, env_id, algo), cells(run, env_id, base_algo)
+            seeds = sorted({int(r["seed"]) for r in ours} & {int(r["seed"]) for r in base})
+            ours = [r for r in ours if int(r["seed"]) in seeds]
+            base = [r for r in base if int(r["seed"]) in seeds]
+            a, b = to_threshold(ours), to_threshold(base)
+            ratio = f"{a / b:.2f}" if math.isfinite(a) and math.isfinite(b) else "-"
+            budget = statistics.fmean(float(r["seconds"]) for r in ours)
             body.append(
                 [
                     env_id,
-                    f"{DISPLAY[algo]} / {DISPLAY[BASELINE_OF[algo]]}",
-                    f"{float(ours['final_return']):.1f} / {float(base['final_return']):.1f}",
-                    f"{ours['steps']} / {base['steps']}",
-                    f"{float(a):.1f} / {float(b):.1f}".replace("nan", "-") if a and b else f"{a or '-'} / {b or '-'}",
+                    f"{DISPLAY[algo]} / {DISPLAY[base_algo]}",
+                    run,
+                    ", ".join(map(str, seeds)),
+                    f"{budget:.0f}",
+                    f"{statistics.fmean(float(r['final_return']) for r in ours):.1f} / "
+                    f"{statistics.fmean(float(r['final_return']) for r in base):.1f}",
+                    f"{statistics.fmean(int(r['steps']) for r in ours):,.0f} / "
+                    f"{statistics.fmean(int(r['steps']) for r in base):,.0f}",
+                    f"{seconds_text(a)} / {seconds_text(b)}",
                     ratio,
                 ]
             )
-    seconds = rows[0]["seconds"] if rows else "?"
     header = [
         "env",
         "ours / baseline",
-        f"return after {float(seconds):.0f} s of training",
+        "run",
+        "seeds",
+        "training seconds",
+        "return at those seconds",
         "env steps done",
-        f"training seconds to {'the threshold'}",
+        "training seconds to the threshold",
         "seconds ratio",
     ]
     return "\n".join(markdown(header, body))

@@ -886,3 +886,22 @@ def test_reference_policy_with_gsde():
     assert model.ref_policy is not None and np.isfinite(model.logger.name_to_value["train/kl_ref"])
     for ref, param in zip(model.ref_policy.parameters(), model.policy.parameters(), strict=True):
         assert not ref.requires_grad and ref.data_ptr() != param.data_ptr()
+
+
+@pytest.mark.parametrize("n, sizes", [(8, [4, 4]), (10, [4, 4, 2]), (9, [4, 5]), (5, [5]), (1, [1])])
+def test_minibatches_cover_the_batch_once_and_a_last_single_step_joins_the_one_before(n, sizes):
+    """The batch size varies with the episodes; a last minibatch of one step (which a BatchNorm layer cannot train
+    on, and whose loss, scaled up to the batch, is one step's noise) joins the minibatch before it."""
+    from gymnasium import spaces
+
+    from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
+
+    buffer = GroupRolloutBuffer(spaces.Box(-1.0, 1.0, (1,)), spaces.Discrete(2))
+    obs = np.arange(n, dtype=np.float32).reshape(n, 1)
+    buffer.fill(obs, np.zeros((n, 1)), np.zeros(n), np.ones(n), np.full(n, 1.0 / n), np.arange(n) // 3)
+    batches = list(buffer.get(4, np.random.default_rng(0)))
+    assert [len(b.advantages) for b in batches] == sizes
+    seen = np.concatenate([b.observations.numpy().ravel() for b in batches])
+    np.testing.assert_array_equal(np.sort(seen), obs.ravel())
+    for b in batches:  # each minibatch's weights scaled by N / m: an unbiased estimate of the full-batch loss
+        np.testing.assert_allclose(b.weights.sum().item(), 1.0, rtol=1e-6)

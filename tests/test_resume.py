@@ -1,6 +1,7 @@
-"""Save and resume for ExactTRPO and AdaptiveKLPPO, whose envs run on across rollouts: every piece of algorithm
-state (optimizer moments, schedule progress and learning rate, beta, the Fisher subsample RNG, VecNormalize
-statistics) is restored, and a resumed run continues bit for bit where the interrupted one stopped.
+"""Save and resume for ExactTRPO, AdaptiveKLPPO and REINFORCE, whose envs run on across rollouts: every piece of
+algorithm state (optimizer moments, schedule progress and learning rate, beta, the Fisher subsample RNG, REINFORCE's
+moving-average baseline, VecNormalize statistics) is restored, and a resumed run continues bit for bit where the
+interrupted one stopped.
 
 SB3 saves neither the env's state nor the global RNGs (numpy and torch, which sample the actions and shuffle the
 minibatches); ``load(..., env=...)`` resets the env. So "the same state" can only be tested by handing the loaded
@@ -20,7 +21,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList, Check
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
-from sb3_grpo import AdaptiveKLPPO, ExactTRPO
+from sb3_grpo import REINFORCE, AdaptiveKLPPO, ExactTRPO
 
 # TargetEnv episodes last 5 steps and a rollout is 20 steps per env: every rollout ends on an episode boundary
 # in every env, so VecNormalize's running returns (not saved by SB3) are zero at the save.
@@ -29,6 +30,7 @@ ROLLOUT = N_ENVS * N_STEPS
 ALGOS = {
     "exact_trpo": (ExactTRPO, dict(batch_size=20, n_critic_updates=3, target_kl=0.05, fisher_subsample=15)),
     "adaptive_kl_ppo": (AdaptiveKLPPO, dict(batch_size=20, n_epochs=2, target_kl=0.002)),
+    "reinforce": (REINFORCE, dict(batch_size=10, n_epochs=2)),
 }
 LR0 = 3e-3
 
@@ -104,6 +106,8 @@ def _state(model):
     }
     if isinstance(model, AdaptiveKLPPO):
         state["kl_coef"] = model.kl_coef
+    elif isinstance(model, REINFORCE):
+        state["baseline_value"] = model.baseline_value  # the moving-average baseline
     else:
         state["fisher_rng"] = copy.deepcopy(model._fisher_rng.bit_generator.state)
     if model._vec_normalize_env is not None:

@@ -55,7 +55,8 @@ class GRPO(GroupSamplingAlgorithm):
     :param groups_per_rollout: if given, each rollout runs exactly this many groups instead (every member of a
         group is run, so the rollout holds ``groups_per_rollout * group_size`` whole trajectories).
     :param group_size: trajectories per group (G >= 2).
-    :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch).
+    :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch); the last
+        minibatch of an epoch holds the rest, and a rest of one step joins the minibatch before it.
     :param n_epochs: passes over each batch (mu in the GRPO paper).
     :param gamma: discount factor, used by discounted reward functions and estimators.
     :param clip_range: lower clipping parameter eps_low (and eps_high unless ``clip_range_high`` is given);

@@ -211,7 +211,8 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
     :param env: the environment (a registered id, a Gymnasium env or any VecEnv). Episodes must end.
     :param learning_rate: learning rate, a constant or a schedule of the remaining progress (1 to 0).
     :param n_steps: steps per env slot per rollout (more if no episode has ended by then, see above).
-    :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch).
+    :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch); the last
+        minibatch of an epoch holds the rest, and a rest of one step joins the minibatch before it.
     :param n_epochs: passes over each batch (1: the textbook one gradient step per rollout).
     :param gamma: discount factor of the reward-to-go.
     :param baseline: ``"moving_average"``, ``"batch_mean"``, ``"none"`` or a registered estimator (see above).
@@ -413,7 +414,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         while n_steps < n_rollout_steps or not rollout_buffer.finished:  # the episode length bounds it (see add)
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
                 self.policy.reset_noise(env.num_envs)
-            with th.no_grad():
+            with th.inference_mode():  # the values no_grad gives, with less bookkeeping
                 actions_t, _ = self.policy(obs_as_tensor(self._last_obs, self.device))  # type: ignore[arg-type]
             actions = actions_t.cpu().numpy()
             clipped_actions = actions
@@ -492,8 +493,11 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         pg_losses, entropy_losses, grad_norms = [], [], []
         for _ in range(self.n_epochs):
             order = th.randperm(n_samples, device=self.device) if batch_size < n_samples else th.arange(n_samples)
-            for start in range(0, n_samples, batch_size):
-                idx = order[start : start + batch_size]
+            starts = list(range(0, n_samples, batch_size))
+            if len(starts) > 1 and n_samples - starts[-1] == 1:  # a last minibatch of one step joins the one before
+                starts.pop()  # (the batch size varies with the episodes; a BatchNorm layer cannot train on one sample)
+            for start, end in zip(starts, [*starts[1:], n_samples], strict=True):
+                idx = order[start:end]
                 mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
                 log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])
                 pg_loss = -(log_prob * advantages[idx]).mean()

@@ -126,7 +126,8 @@ class GroupRolloutBuffer:
     ) -> Generator[GroupRolloutBufferSamples, None, None]:
         """Yield shuffled minibatches covering the batch once.
 
-        :param batch_size: steps per minibatch (``None``: the whole batch).
+        :param batch_size: steps per minibatch (``None``: the whole batch); the last one holds the rest, and a rest
+            of one step joins the minibatch before it.
         :param rng: the random generator used to shuffle (the model's, for reproducibility).
         :param by_trajectory: keep every trajectory whole inside one minibatch (needed for trajectory-level
             importance ratios): trajectories are shuffled and packed until a minibatch holds ``batch_size`` steps.
@@ -148,8 +149,13 @@ class GroupRolloutBuffer:
                 yield self._samples(np.concatenate(chunk))
         else:
             indices = rng.permutation(n)
-            for start in range(0, n, batch_size):
-                yield self._samples(indices[start : start + batch_size])
+            starts = list(range(0, n, batch_size))
+            if len(starts) > 1 and n - starts[-1] == 1:
+                # the batch size varies with the episodes: a last minibatch of one step joins the one before (a
+                # BatchNorm layer cannot train on one sample, and one step's loss scaled up to the batch is noise)
+                starts.pop()
+            for start, end in zip(starts, [*starts[1:], n], strict=True):
+                yield self._samples(indices[start:end])
 
     def _samples(self, idx: np.ndarray) -> GroupRolloutBufferSamples:
         trajectories, local = np.unique(self.trajectory[idx], return_inverse=True)
