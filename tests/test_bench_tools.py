@@ -1,5 +1,5 @@
-"""benchmarks.bench_wallclock's table: runs numbered and appended, --baseline-steps gives each of ours its baseline's
-seconds, and the aggregate block compares only rows of one run."""
+"""The throughput tools: bench_wallclock's table (runs numbered and appended, --baseline-steps gives each of ours its
+baseline's seconds, the aggregate block compares only rows of one run) and update_floor's bounds."""
 
 import csv
 import math
@@ -65,3 +65,14 @@ def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_b
 def test_baseline_steps_needs_the_baselines(tmp_path):
     with pytest.raises(SystemExit):
         bench_wallclock.main(["--algos", "grpo", "--baseline-steps", "1000", "--out", str(tmp_path / "w.csv")])
+
+
+def test_update_floor_bounds_the_env_stepping_share():
+    """benchmarks.update_floor: the network alone costs less than the whole gradient step, so its bound is higher,
+    and both are shares."""
+    from benchmarks import update_floor
+
+    r = update_floor.measure("CartPole-v1", "grpo", warmup=600, repeats=3)
+    assert 0 < r["network_fwd_bwd_us"] < r["gradient_step_us"]
+    assert 0 < r["share_bound_today"] < r["share_bound_network_only"] < 1
+    assert r["activation"] == "Tanh" and r["env_step_us"] > 0
