@@ -524,8 +524,8 @@ def block_throughput(data: Data) -> str:
 def block_wallclock(data: Data) -> str:
     """``benchmarks/results/wallclock.csv`` (``python -m benchmarks.bench_wallclock``): per env, each of ours beside
     its baseline after the same training seconds, and the training seconds each needed to reach the threshold, from
-    the latest run holding both (runs are never mixed). With several seeds: mean returns, mean steps, median seconds
-    to the threshold (a seed that never reaches it counts as never)."""
+    the latest run holding both (runs are never mixed). With several seeds: mean returns (the last evaluation and the
+    best one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
     rows = list(csv.DictReader((data.results / "wallclock.csv").open()))
 
     def cells(run: str, env_id: str, algo: str) -> list[dict[str, Any]]:
@@ -562,6 +562,8 @@ def block_wallclock(data: Data) -> str:
                     f"{budget:.0f}",
                     f"{statistics.fmean(float(r['final_return']) for r in ours):.1f} / "
                     f"{statistics.fmean(float(r['final_return']) for r in base):.1f}",
+                    f"{statistics.fmean(float(r['best_return']) for r in ours):.1f} / "
+                    f"{statistics.fmean(float(r['best_return']) for r in base):.1f}",
                     f"{statistics.fmean(int(r['steps']) for r in ours):,.0f} / "
                     f"{statistics.fmean(int(r['steps']) for r in base):,.0f}",
                     f"{seconds_text(a)} / {seconds_text(b)}",
@@ -575,6 +577,7 @@ def block_wallclock(data: Data) -> str:
         "seeds",
         "training seconds",
         "return at those seconds",
+        "best evaluation",
         "env steps done",
         "training seconds to the threshold",
         "seconds ratio",

@@ -59,7 +59,8 @@ def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_b
     (line,) = [row for row in table.splitlines() if row.startswith("| HalfCheetah-v5")]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[2:5] == ["2", "0, 1", "30"]
-    assert cells[5] == "100.0 / 50.0" and cells[7] == "10.0 / 20.0" and cells[8] == "0.50"
+    assert cells[5] == "100.0 / 50.0" and cells[6] == "100.0 / 100.0"
+    assert cells[8] == "10.0 / 20.0" and cells[9] == "0.50"
 
 
 def test_baseline_steps_needs_the_baselines(tmp_path):
