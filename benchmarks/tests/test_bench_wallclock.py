@@ -1,9 +1,16 @@
-"""bench_wallclock stops training at a budget of training seconds that leaves evaluation out, and compares at it."""
+"""bench_wallclock stops training at a budget of training seconds that leaves evaluation out, and compares at it; its
+table numbers the runs and appends them, --baseline-steps gives each of ours its baseline's seconds, and the aggregate
+block compares only rows of one run."""
 
 import csv
+import math
 import time
+from types import SimpleNamespace
+
+import pytest
 
 import benchmarks.harness as harness
+from benchmarks import aggregate, bench_wallclock
 from benchmarks.bench_wallclock import FIELDS, main, run, summary
 
 
@@ -19,7 +26,7 @@ def test_the_training_clock_stops_while_evaluating(monkeypatch):
     start = time.perf_counter()
     row = run("grpo", "CartPole-v1", seed=0, seconds=2.0, eval_seconds=0.5, n_eval_episodes=1)
     wall = time.perf_counter() - start
-    assert set(row) == set(FIELDS)
+    assert set(row) == set(FIELDS) - {"run"}  # the command adds the run number
     assert (row["algo"], row["env"], row["seed"], row["seconds"]) == ("grpo", "CartPole-v1", 0, 2.0)
     assert row["stopped_by"] == "seconds"
     assert 2.0 <= row["train_seconds"] < 3.5  # stopped at the first step past the budget (an update may overshoot)
@@ -63,7 +70,65 @@ def test_the_command_writes_one_row_per_run(tmp_path, capsys):
     args = ["--seconds", "0.5", "--eval-seconds", "0.25", "--n-eval-episodes", "1", "--envs", "CartPole-v1"]
     main([*args, "--algos", "grpo", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
-    assert [(r["algo"], r["env"], r["seconds"]) for r in rows] == [("grpo", "CartPole-v1", "0.5")]
+    assert [(r["run"], r["algo"], r["env"], r["seconds"]) for r in rows] == [("1", "grpo", "CartPole-v1", "0.5")]
     assert list(rows[0]) == list(FIELDS)
     assert float(rows[0]["train_seconds"]) >= 0.5
     assert "grpo" in capsys.readouterr().out
+
+
+def _fake_measure(calls):
+    def measure(algo, env_id, seed, seconds, eval_seconds, n_eval_episodes, max_steps=None, device="cpu"):
+        calls.append((algo, env_id, seed, seconds, max_steps))
+        train_seconds = 40.0 + seed if math.isinf(seconds) else seconds
+        return {
+            "algo": algo,
+            "env": env_id,
+            "seed": seed,
+            "seconds": seconds,
+            "steps": max_steps or 1000,
+            "train_seconds": train_seconds,
+            "stopped_by": "steps" if math.isinf(seconds) else "seconds",
+            "final_return": 100.0 if algo == "grpo" else 50.0,
+            "best_return": 100.0,
+            "seconds_to_threshold": 10.0 if algo == "grpo" else 20.0,
+            "steps_to_threshold": 500,
+            "n_evals": 3,
+            "eval_seconds": 1.0,
+            "wall_seconds": train_seconds + 1.0,
+            "date": "2026-11-25",
+            "commit": "abc",
+        }
+
+    return measure
+
+
+def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_by_run(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench_wallclock, "measure", _fake_measure(calls))
+    out = tmp_path / "wallclock.csv"
+    argv = ["--envs", "HalfCheetah-v5", "--algos", "grpo", "ppo", "--seeds", "0", "1", "--out", str(out)]
+    bench_wallclock.main([*argv, "--baseline-steps", "300000", "--max-steps", "2000000"])
+    # the baseline first, for its steps with no time limit; then ours for the seconds the baseline took
+    assert calls == [
+        ("ppo", "HalfCheetah-v5", 0, math.inf, 300000),
+        ("grpo", "HalfCheetah-v5", 0, 40.0, 2000000),
+        ("ppo", "HalfCheetah-v5", 1, math.inf, 300000),
+        ("grpo", "HalfCheetah-v5", 1, 41.0, 2000000),
+    ]
+    bench_wallclock.main([*argv, "--seconds", "30"])
+    rows = list(csv.DictReader(out.open()))
+    assert [r["run"] for r in rows] == ["1"] * 4 + ["2"] * 4
+    assert {r["seconds"] for r in rows if r["run"] == "2"} == {"30.0"}
+
+    # the aggregate block: the latest run holding both, seeds pooled
+    table = aggregate.block_wallclock(SimpleNamespace(results=tmp_path))
+    (line,) = [row for row in table.splitlines() if row.startswith("| HalfCheetah-v5")]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[2:5] == ["2", "0, 1", "30"]
+    assert cells[5] == "100.0 / 50.0" and cells[6] == "100.0 / 100.0"
+    assert cells[8] == "10.0 / 20.0" and cells[9] == "0.50"
+
+
+def test_baseline_steps_needs_the_baselines(tmp_path):
+    with pytest.raises(SystemExit):
+        bench_wallclock.main(["--algos", "grpo", "--baseline-steps", "1000", "--out", str(tmp_path / "w.csv")])
