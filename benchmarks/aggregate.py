@@ -68,6 +68,10 @@ DISPLAY = {
 #: The cells of GRPO's zoo entry where they were run under a sweep name (the entry equals that sweep file; checked by
 #: benchmarks/tests/test_aggregate.py). HalfCheetah-v5: ``hc_rerun11``, the 8 seeds run beside PPO's on one machine.
 GRPO_ENTRY = {"HalfCheetah-v5": "grpo:hc_rerun11", "Hopper-v5": "grpo:hop_antl15g1lr5"}
+#: Zoo entries changed after their cells ran: (algorithm, env) -> the sweep variant whose file is the new entry.
+#: ``load`` gives that variant's cells the algorithm's name and the earlier entry's cells the name ``<algo>:previous``.
+#: AdaptiveKLPPO on Pendulum-v1: gSDE as in rl-zoo's PPO entry (``pend_sde``, 2026-11-25).
+ENTRY_CHANGES = {("adaptive_kl_ppo", "Pendulum-v1"): "adaptive_kl_ppo:pend_sde"}
 REPS = 2000
 
 
@@ -146,6 +150,16 @@ def budget_label(budget: int) -> str:
     return f"{budget // 1000}k" if budget % 1000 == 0 else str(budget)
 
 
+def entry_name(label: str, env: str) -> str:
+    """The name of a cell labelled ``label`` on ``env`` (see :data:`ENTRY_CHANGES`)."""
+    for (algo, entry_env), variant in ENTRY_CHANGES.items():
+        if env == entry_env and label == variant:
+            return algo
+        if env == entry_env and label == algo:
+            return f"{algo}:previous"
+    return label
+
+
 def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple[list[dict], dict[tuple, np.ndarray]]:
     """Every cell of the table (``algo`` = its name: ``grpo``, ``grpo:hc_g8``, ``ppo@300k``) and every curve
     (``(name, env, seed)`` -> rows of timesteps, eval mean, eval std, train seconds, RSS). Where one configuration ran
@@ -158,8 +172,8 @@ def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple
         smallest[key] = min(smallest.get(key, r["budget"]), r["budget"])
     summaries = []
     for r in rows:
-        name = table.cell_label(r)
-        if r["budget"] != smallest[(r["env"], name)]:
+        name = entry_name(table.cell_label(r), r["env"])
+        if r["budget"] != smallest[(r["env"], table.cell_label(r))]:
             name = f"{name}@{budget_label(r['budget'])}"
         summaries.append({**r, "algo": name, "hyperparams": json.loads(r["hyperparams"] or "{}")})
     curve_map: dict[tuple, np.ndarray] = {}

@@ -75,7 +75,8 @@ def fixture_cells():
 
 
 @pytest.fixture
-def results(tmp_path):
+def results(tmp_path, monkeypatch):
+    monkeypatch.setattr(aggregate, "ENTRY_CHANGES", {})  # the fixture's cells are the entries as named
     cells = fixture_cells()
     curves = [
         {**{k: c[k] for k in table.KEY}, "timesteps": t, "eval_mean": c["final_eval"] * t / c["budget"], "eval_std": 1.0}
@@ -184,3 +185,18 @@ def test_grpo_entry_cells_are_the_shipped_zoo_entries():
             if (c["env"], c["algo"]) == (env, name)
         }
         assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{name} on {env}"
+
+
+def test_changed_entries_cells_are_the_shipped_zoo_entries():
+    """The cells that ENTRY_CHANGES names an algorithm's zoo entry ran with that entry as it ships, and the earlier
+    entry's cells are kept under ``<algo>:previous``."""
+    cells, _ = load(curves=None)
+    for (algo, env), variant in aggregate.ENTRY_CHANGES.items():
+        zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())
+        recorded = {
+            json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
+            for c in cells
+            if (c["env"], c["algo"]) == (env, algo)
+        }
+        assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{variant} on {env}"
+        assert any((c["env"], c["algo"]) == (env, f"{algo}:previous") for c in cells)
