@@ -80,7 +80,7 @@ def measure(env_id: str, algo: str = "grpo", steps: int = 30_000, repeats: int =
 
     network_us = _median_us(network, repeats)
     optimizer_us = _median_us(policy.optimizer.step, repeats)
-    minibatches = n_epochs * math.ceil(buffer.size / batch_size)
+    minibatches = n_epochs * math.ceil(buffer.size() / batch_size)
     gradient_step_us = _median_us(model.train, 3) / minibatches  # on the last batch
     network_per_env_step_us = network_us * n_epochs / batch_size  # every step is trained n_epochs times
 

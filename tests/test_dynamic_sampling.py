@@ -95,7 +95,7 @@ def test_all_equal_groups_are_dropped_and_resampled(model_class):
     buffer = model.rollout_buffer
     assert model.num_timesteps == steps  # every step taken counts, the dropped groups' too
     assert model._group_counter == sampled  # every group sampled advanced the seeds
-    assert buffer.n_trajectories == kept * 2 and buffer.size == kept * 2 * EPISODE
+    assert buffer.n_trajectories == kept * 2 and buffer.size() == kept * 2 * EPISODE
     assert np.all(buffer.observations[:, 0] == 1.0)  # only informative groups were kept
     assert len(np.unique(buffer.group_ids)) == kept
     (logged,) = stats.stats
@@ -114,10 +114,10 @@ def test_step_target_counts_informative_steps(model_class):
     stats = LastStats()
     model.learn(total_timesteps=1, callback=stats)
     buffer = model.rollout_buffer
-    assert buffer.size >= 9 * 2  # n_steps * n_envs steps of informative groups
+    assert buffer.size() >= 9 * 2  # n_steps * n_envs steps of informative groups
     assert np.all(buffer.observations[:, 0] == 1.0)
     (logged,) = stats.stats
-    all_steps = buffer.size / logged["rollout/used_step_fraction"]
+    all_steps = buffer.size() / logged["rollout/used_step_fraction"]
     assert model.num_timesteps == pytest.approx(all_steps)
     assert logged["rollout/informative_group_fraction"] < 1.0
 
@@ -132,7 +132,7 @@ def test_running_out_of_rounds_warns_once_and_skips_the_update(model_class):
         model.learn(total_timesteps=2 * per_rollout, callback=stats)
     assert sum("max_sampling_rounds" in str(w.message) for w in record) == 1  # once per learn
     assert model.num_timesteps == 2 * per_rollout
-    assert model.rollout_buffer.size == 0
+    assert model.rollout_buffer.size() == 0
     assert [s["rollout/informative_group_fraction"] for s in stats.stats] == [0.0, 0.0]
     after = th.cat([p.detach().flatten() for p in model.policy.parameters()])
     assert th.equal(before, after)  # nothing to learn from

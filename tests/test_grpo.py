@@ -838,7 +838,7 @@ def test_multidimensional_box_actions(use_sde):
     model._setup_learn(40, None)
     model.collect_rollouts(model.env, model._init_callback(None), model.rollout_buffer, model.n_steps)
     buffer = model.rollout_buffer
-    samples = buffer._samples(np.arange(buffer.size))
+    samples = buffer._samples(np.arange(buffer.size()))
     with th.no_grad():
         log_prob, _ = model.policy.evaluate_actions(samples.observations, samples.actions)
     np.testing.assert_allclose(log_prob.numpy(), buffer.old_log_prob, rtol=1e-5, atol=1e-5)  # ratio 1 before the update
@@ -873,7 +873,7 @@ def test_custom_training_loop_sees_a_full_buffer():
     _, callback = model._setup_learn(256)
     for _ in range(2):
         assert model.collect_rollouts(model.get_env(), callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
-        assert model.rollout_buffer.full and model.rollout_buffer.size >= model.n_steps
+        assert model.rollout_buffer.full and model.rollout_buffer.size() >= model.n_steps
         model.train()
     model.rollout_buffer.reset()
     assert not model.rollout_buffer.full

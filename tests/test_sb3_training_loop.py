@@ -29,6 +29,7 @@ def test_setup_learn_collect_train(model_class, n_envs):
         assert model.collect_rollouts(model.get_env(), callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
         assert model.rollout_buffer.full
         assert model.num_timesteps - steps_before >= model.n_steps * n_envs
+        assert 0 < model.rollout_buffer.size() <= model.num_timesteps  # a method, as SB3's buffers have it
         before = [p.detach().clone() for p in model.policy.parameters()]
         model.train()
         assert any(

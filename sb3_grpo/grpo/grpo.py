@@ -348,7 +348,7 @@ class GRPO(GroupSamplingAlgorithm):
         for key, value in buffer.stats.items():
             if key.startswith("train/"):
                 self.logger.record(key, value)
-        if buffer.size == 0 or not np.any(buffer.weights > 0):
+        if buffer.size() == 0 or not np.any(buffer.weights > 0):
             self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
             return
 

@@ -239,7 +239,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
             if key.startswith("train/"):
                 self.logger.record(key, value)
         pairs = buffer.pairs
-        if buffer.size == 0 or len(pairs) == 0:  # every group scored its members alike: nothing to prefer
+        if buffer.size() == 0 or len(pairs) == 0:  # every group scored its members alike: nothing to prefer
             self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
             return
 

@@ -125,6 +125,10 @@ class EpisodeBuffer:
         self.batch = None
         self.full = False
 
+    def size(self) -> int:
+        """The steps in :attr:`batch` (0 before a complete rollout), as SB3's ``BaseBuffer.size()``."""
+        return 0 if self.batch is None else len(self.batch["advantages"])
+
     @staticmethod
     def _empty() -> dict[str, list[Any]]:
         return {"obs": [], "actions": [], "rewards": []}

@@ -71,8 +71,8 @@ class GroupRolloutBuffer:
         #: SB3's ``RolloutBuffer.full``: True once a rollout has filled the buffer (custom loops check it)
         self.full = False
 
-    @property
     def size(self) -> int:
+        """The steps in the batch (a method, as SB3's ``BaseBuffer.size()``)."""
         return len(self.advantages)
 
     def fill(
@@ -98,8 +98,8 @@ class GroupRolloutBuffer:
 
     def in_order(self, chunk: int) -> Generator[GroupRolloutBufferSamples, None, None]:
         """The whole batch in its order, ``chunk`` steps at a time."""
-        for start in range(0, self.size, chunk):
-            yield self._samples(np.arange(start, min(start + chunk, self.size)))
+        for start in range(0, self.size(), chunk):
+            yield self._samples(np.arange(start, min(start + chunk, self.size())))
 
     @th.no_grad()
     def log_prob_under(self, policy: Any, chunk: int = 4096) -> np.ndarray:
@@ -132,7 +132,7 @@ class GroupRolloutBuffer:
         :param by_trajectory: keep every trajectory whole inside one minibatch (needed for trajectory-level
             importance ratios): trajectories are shuffled and packed until a minibatch holds ``batch_size`` steps.
         """
-        n = self.size
+        n = self.size()
         batch_size = n if batch_size is None else batch_size
         if by_trajectory:
             order = rng.permutation(self.n_trajectories)
@@ -159,7 +159,7 @@ class GroupRolloutBuffer:
 
     def _samples(self, idx: np.ndarray) -> GroupRolloutBufferSamples:
         trajectories, local = np.unique(self.trajectory[idx], return_inverse=True)
-        scale = self.size / len(idx)
+        scale = self.size() / len(idx)
         actions = self.actions[idx]
         if isinstance(self.action_space, spaces.Discrete):
             actions_t = th.as_tensor(actions.reshape(-1), device=self.device).long()
