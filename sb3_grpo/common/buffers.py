@@ -1,7 +1,8 @@
 """
 Rollout buffers of the critic algorithms: :class:`EstimatorRolloutBuffer` / :class:`DictEstimatorRolloutBuffer`,
 SB3's rollout buffers whose advantages and returns come from a registered advantage estimator instead of the
-hard-wired GAE. GRPO's batch of whole trajectories is :class:`sb3_grpo.common.groups.buffers.GroupRolloutBuffer`.
+hard-wired GAE. GRPO's batch of whole trajectories is :class:`sb3_grpo.common.groups.buffers.GroupRolloutBuffer`;
+:func:`minibatch_bounds` splits the batches whose size varies with the episodes (GRPO's, REINFORCE's).
 """
 
 from __future__ import annotations
@@ -20,7 +21,18 @@ __all__ = [
     "DictEstimatorRolloutBuffer",
     "EstimatorBufferMixin",
     "EstimatorRolloutBuffer",
+    "minibatch_bounds",
 ]
+
+
+def minibatch_bounds(n: int, batch_size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each minibatch of ``batch_size`` steps covering ``n`` steps; the last holds the rest, and a
+    rest of one step joins the minibatch before it (the batch size varies with the episodes: a BatchNorm layer cannot
+    train on one sample, and one step's loss scaled up to the batch is noise)."""
+    starts = list(range(0, n, batch_size))
+    if len(starts) > 1 and n - starts[-1] == 1:
+        starts.pop()
+    return list(zip(starts, [*starts[1:], n], strict=True))
 
 
 class EstimatorBufferMixin:

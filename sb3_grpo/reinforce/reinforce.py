@@ -18,6 +18,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, run_estimator
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin, fitting_estimators, make_advantage_estimator
+from sb3_grpo.common.buffers import minibatch_bounds
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.plugins import registered_advantage_estimators
 
@@ -497,10 +498,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         pg_losses, entropy_losses, grad_norms = [], [], []
         for _ in range(self.n_epochs):
             order = th.randperm(n_samples, device=self.device) if batch_size < n_samples else th.arange(n_samples)
-            starts = list(range(0, n_samples, batch_size))
-            if len(starts) > 1 and n_samples - starts[-1] == 1:  # a last minibatch of one step joins the one before
-                starts.pop()  # (the batch size varies with the episodes; a BatchNorm layer cannot train on one sample)
-            for start, end in zip(starts, [*starts[1:], n_samples], strict=True):
+            for start, end in minibatch_bounds(n_samples, batch_size):
                 idx = order[start:end]
                 mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
                 log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])

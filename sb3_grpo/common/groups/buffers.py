@@ -10,6 +10,8 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
+from sb3_grpo.common.buffers import minibatch_bounds
+
 __all__ = ["GroupRolloutBuffer", "GroupRolloutBufferSamples"]
 
 
@@ -149,12 +151,7 @@ class GroupRolloutBuffer:
                 yield self._samples(np.concatenate(chunk))
         else:
             indices = rng.permutation(n)
-            starts = list(range(0, n, batch_size))
-            if len(starts) > 1 and n - starts[-1] == 1:
-                # the batch size varies with the episodes: a last minibatch of one step joins the one before (a
-                # BatchNorm layer cannot train on one sample, and one step's loss scaled up to the batch is noise)
-                starts.pop()
-            for start, end in zip(starts, [*starts[1:], n], strict=True):
+            for start, end in minibatch_bounds(n, batch_size):
                 yield self._samples(indices[start:end])
 
     def _samples(self, idx: np.ndarray) -> GroupRolloutBufferSamples:
