@@ -360,14 +360,10 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
             for start, obs in zip(range(0, n_samples, chunk), buffer.observation_chunks(chunk), strict=True):
                 total += float(exact_kl(old[start : start + chunk], self.policy.get_distribution(obs)).sum())
             return total / n_samples
-        for _, data in self._eval_chunks(n_samples):
+        for _, data in self._eval_chunks(n_samples):  # no old distributions (their rows): the k3 estimate
             distribution = self.policy.get_distribution(data.observations)
-            if data.old_distribution is not None:
-                kl = exact_kl(data.old_distribution, distribution)
-            else:
-                log_prob = distribution.log_prob(self._actions(data.actions))
-                kl = kl_estimate(log_prob - data.old_log_prob, "k3")
-            total += float(kl.sum())
+            log_prob = distribution.log_prob(self._actions(data.actions))
+            total += float(kl_estimate(log_prob - data.old_log_prob, "k3").sum())
         return total / n_samples
 
     def train(self) -> None:

@@ -66,6 +66,12 @@ def _is_plain_gsde(action_dist: Distribution) -> bool:
     return type(action_dist) is StateDependentNoiseDistribution and action_dist.bijector is None
 
 
+def _has_direct_path(action_dist: Distribution) -> bool:
+    """Whether :func:`set_distribution` and :func:`sample_with_log_prob` handle ``action_dist``'s type (given the
+    policy's ``log_std`` and latent features, which SB3's policies have for these types)."""
+    return type(action_dist) in (CategoricalDistribution, DiagGaussianDistribution) or _is_plain_gsde(action_dist)
+
+
 def set_distribution(
     action_dist: Distribution, mean_actions: th.Tensor, log_std: th.Tensor | None, latent_sde: th.Tensor | None = None
 ) -> bool:
@@ -202,8 +208,10 @@ class FastActorCriticMixin:
             latent_pi = policy.mlp_extractor.forward_actor(pi_features)
             latent_vf = policy.mlp_extractor.forward_critic(vf_features)
         values = policy.value_net(latent_vf)
-        mean_actions = policy.action_net(latent_pi)
-        sampled = sample_with_log_prob(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi)
+        sampled = None
+        if _has_direct_path(policy.action_dist):
+            mean_actions = policy.action_net(latent_pi)
+            sampled = sample_with_log_prob(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi)
         if sampled is None:
             distribution = policy._get_action_dist_from_latent(latent_pi)
             actions = distribution.get_actions()
@@ -226,9 +234,10 @@ class FastActorCriticMixin:
 
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
         policy: Any = self
-        mean_actions = policy.action_net(latent_pi)
-        if set_distribution(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi):
-            return policy.action_dist
+        if _has_direct_path(policy.action_dist):
+            mean_actions = policy.action_net(latent_pi)
+            if set_distribution(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi):
+                return policy.action_dist
         return super()._get_action_dist_from_latent(latent_pi)  # type: ignore[misc]
 
 

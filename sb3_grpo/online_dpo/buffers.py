@@ -12,11 +12,9 @@ __all__ = ["PreferenceRolloutBuffer"]
 class PreferenceRolloutBuffer(GroupRolloutBuffer):
     """A :class:`~sb3_grpo.common.groups.buffers.GroupRolloutBuffer` with the rollout's preference pairs.
 
-    ``pairs`` is ``(P, 2)``: (preferred, other) trajectory indices of the batch; ``scores`` the ``(M,)`` score of
-    each trajectory.
+    ``pairs`` is ``(P, 2)``: (preferred, other) trajectory indices of the batch.
     """
 
     def reset(self) -> None:
         super().reset()
         self.pairs = np.zeros((0, 2), dtype=np.int64)
-        self.scores = np.zeros(0, dtype=np.float64)

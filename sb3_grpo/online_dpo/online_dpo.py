@@ -218,7 +218,6 @@ class OnlineDPO(GroupSamplingAlgorithm):
         )
         rollout_buffer.group_ids = scored.group_ids
         assert isinstance(rollout_buffer, PreferenceRolloutBuffer)
-        rollout_buffer.scores = np.asarray(scored.outcomes, dtype=np.float64)
         rollout_buffer.pairs = preference_pairs(scored.group_ids, scored.outcomes, self.pairs)
         return {"rollout/n_pairs": len(rollout_buffer.pairs)}
 

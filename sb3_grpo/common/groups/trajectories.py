@@ -134,10 +134,11 @@ def rollout_stats(
     """
     outcomes = scored.outcomes if sampled_outcomes is None else sampled_outcomes
     group_ids = scored.group_ids if sampled_group_ids is None else sampled_group_ids
-    inverse, n_group, _ = group_index(group_ids)
-    _, _, spread = grouped_mean_std(outcomes, inverse, n_group)
     batch_inverse, batch_groups, _ = group_index(scored.group_ids)
-    _, std, _ = grouped_mean_std(scored.outcomes, batch_inverse, batch_groups)
+    _, std, spread = grouped_mean_std(scored.outcomes, batch_inverse, batch_groups)
+    if sampled_outcomes is not None:  # the zero-spread fraction of everything sampled, not of the batch
+        inverse, n_group, _ = group_index(group_ids)
+        _, _, spread = grouped_mean_std(outcomes, inverse, n_group)
     empty = len(scored.counts) == 0
     return {
         "rollout/used_step_fraction": scored.n_steps / max(scored.n_env_steps, 1),
