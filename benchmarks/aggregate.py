@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import table
-from benchmarks.harness import BASELINE_OF, THRESHOLDS
+from benchmarks.harness import BASELINE_OF, BASELINES, THRESHOLDS
 
 ROOT = table.ROOT
 RESULTS = table.RESULTS
@@ -152,12 +152,11 @@ def budget_label(budget: int) -> str:
 
 def entry_name(label: str, env: str) -> str:
     """The name of a cell labelled ``label`` on ``env`` (see :data:`ENTRY_CHANGES`)."""
-    for (algo, entry_env), variant in ENTRY_CHANGES.items():
-        if env == entry_env and label == variant:
-            return algo
-        if env == entry_env and label == algo:
-            return f"{algo}:previous"
-    return label
+    algo = label.partition(":")[0]
+    variant = ENTRY_CHANGES.get((algo, env))
+    if variant is None:
+        return label
+    return algo if label == variant else f"{algo}:previous" if label == algo else label
 
 
 def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple[list[dict], dict[tuple, np.ndarray]]:
@@ -172,8 +171,9 @@ def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple
         smallest[key] = min(smallest.get(key, r["budget"]), r["budget"])
     summaries = []
     for r in rows:
-        name = entry_name(table.cell_label(r), r["env"])
-        if r["budget"] != smallest[(r["env"], table.cell_label(r))]:
+        label = table.cell_label(r)
+        name = entry_name(label, r["env"])
+        if r["budget"] != smallest[(r["env"], label)]:
             name = f"{name}@{budget_label(r['budget'])}"
         summaries.append({**r, "algo": name, "hyperparams": json.loads(r["hyperparams"] or "{}")})
     curve_map: dict[tuple, np.ndarray] = {}
@@ -540,21 +540,19 @@ def block_wallclock(data: Data) -> str:
     its baseline after the same training seconds, and the training seconds each needed to reach the threshold, from
     the latest run holding both (runs are never mixed). With several seeds: mean returns (the last evaluation and the
     best one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
-    rows = list(csv.DictReader((data.results / "wallclock.csv").open()))
+    from benchmarks.bench_wallclock import median_seconds_to_threshold, read
+
+    rows = read(data.results / "wallclock.csv")
 
     def cells(run: str, env_id: str, algo: str) -> list[dict[str, Any]]:
         return [r for r in rows if r["run"] == run and r["env"] == env_id and r["algo"] == algo]
-
-    def to_threshold(runs: list[dict[str, Any]]) -> float:
-        values = [float(r["seconds_to_threshold"]) if r["seconds_to_threshold"] else math.inf for r in runs]
-        return statistics.median(values)
 
     def seconds_text(value: float) -> str:
         return f"{value:.1f}" if math.isfinite(value) else "never"
 
     body = []
     for env_id in dict.fromkeys(r["env"] for r in rows):
-        for algo in [a for a in ORDER if a not in ("ppo", "trpo")]:
+        for algo in [a for a in ORDER if a not in BASELINES]:
             base_algo = BASELINE_OF[algo]
             runs = [r["run"] for r in rows if r["env"] == env_id and r["algo"] == algo]
             run = max((r for r in set(runs) if cells(r, env_id, base_algo)), key=int, default=None)
@@ -564,7 +562,7 @@ def block_wallclock(data: Data) -> str:
             seeds = sorted({int(r["seed"]) for r in ours} & {int(r["seed"]) for r in base})
             ours = [r for r in ours if int(r["seed"]) in seeds]
             base = [r for r in base if int(r["seed"]) in seeds]
-            a, b = to_threshold(ours), to_threshold(base)
+            a, b = median_seconds_to_threshold(ours), median_seconds_to_threshold(base)
             ratio = f"{a / b:.2f}" if math.isfinite(a) and math.isfinite(b) else "-"
             budget = statistics.fmean(float(r["seconds"]) for r in ours)
             body.append(

@@ -217,6 +217,12 @@ def _fmt(value: float | None, spec: str, width: int) -> str:
     return f"{value:{width}{spec}}" if value is not None and math.isfinite(value) else f"{'-':>{width}s}"
 
 
+def median_seconds_to_threshold(rows: list[dict[str, Any]]) -> float:
+    """The median of the rows' training seconds to the threshold; a run that never reached it counts as ``inf``."""
+    values = [float(r["seconds_to_threshold"]) if r["seconds_to_threshold"] not in (None, "") else math.inf for r in rows]
+    return statistics.median(values)
+
+
 def summary(rows: list[dict[str, Any]]) -> str:
     """Per env, each of ours beside its baseline: returns at equal seconds and the seconds-to-threshold ratio."""
 
@@ -224,10 +230,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
         runs = [r for r in rows if r["env"] == env_id and r["algo"] == algo]
         if not runs:
             return None, None
-        to_threshold = [
-            float(r["seconds_to_threshold"]) if r["seconds_to_threshold"] not in (None, "") else math.inf for r in runs
-        ]
-        return statistics.fmean(float(r["final_return"]) for r in runs), statistics.median(to_threshold)
+        return statistics.fmean(float(r["final_return"]) for r in runs), median_seconds_to_threshold(runs)
 
     header = (
         f"{'env':14s} {'algo':16s} {'baseline':9s}{'return':>10s}{'baseline':>10s}"
