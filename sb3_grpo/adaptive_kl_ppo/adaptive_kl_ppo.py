@@ -360,7 +360,7 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
             for start, obs in zip(range(0, n_samples, chunk), buffer.observation_chunks(chunk), strict=True):
                 total += float(exact_kl(old[start : start + chunk], self.policy.get_distribution(obs)).sum())
             return total / n_samples
-        for _, data in self._eval_chunks(n_samples):  # no old distributions (their rows): the k3 estimate
+        for _, data in self._eval_chunks(n_samples):  # the buffer holds no old distributions: the k3 estimate
             distribution = self.policy.get_distribution(data.observations)
             log_prob = distribution.log_prob(self._actions(data.actions))
             total += float(kl_estimate(log_prob - data.old_log_prob, "k3").sum())
