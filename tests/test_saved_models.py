@@ -206,30 +206,27 @@ def test_a_plugin_switched_off_is_not_imported_by_load(planted, monkeypatch):
     setup, path = planted
     setup(installed=True)
     monkeypatch.setenv("SB3_GRPO_LOAD_PLUGINS", "")
+    # every argument that cannot be loaded is named at once, by the constructor argument it belongs to
     with pytest.raises(
         PluginError,
-        match=r"Cannot load .*planted.zip as a GRPO model: its advantage estimator 'planted' is planted_plugin.Planted, "
-        r"from the sb3_grpo plugin 'planted' \(planted_plugin.hooks\), which SB3_GRPO_LOAD_PLUGINS='' leaves out. It was "
-        r"not unpickled: that would import the plugin and run its code. Add 'planted' to SB3_GRPO_LOAD_PLUGINS \(or "
-        r"unset it\) to load it, or pass a replacement: GRPO.load\(path, custom_objects=\{'_estimator': "
-        r"sb3_grpo.get_advantage_estimator\(",
-    ):
+        match=r"(?s)Cannot load .*planted.zip as a GRPO model: these 2 saved arguments cannot be loaded here:\n"
+        r"  - advantage_estimator: its advantage estimator 'planted' is planted_plugin.Planted, from the sb3_grpo plugin "
+        r"'planted' \(planted_plugin.hooks\), which SB3_GRPO_LOAD_PLUGINS='' leaves out \(it was not unpickled: that "
+        r"would import the plugin and run its code\)\n"
+        r"  - reward_functions: it scores trajectories with the reward function 'planted_reward' from the sb3_grpo "
+        r"plugin 'planted' \(planted_plugin.hooks\), which no loaded plugin provides.*\n"
+        r"SB3_GRPO_LOAD_PLUGINS='' is set, so only the plugins it names load; installed but not loaded: 'planted' .*"
+        r"To load it, add 'planted' to SB3_GRPO_LOAD_PLUGINS \(or unset it\), or pass replacements for all of them: "
+        r"GRPO.load\(path, custom_objects=\{'advantage_estimator': .*, 'reward_functions': ",
+    ) as info:
         GRPO.load(path, device="cpu")
+    assert "'_estimator'" not in str(info.value)
     assert "planted_plugin" not in sys.modules and "PLANTED_PLUGIN_RAN" not in os.environ
 
-    # the estimator replaced: now the reward function is missing, and the message says why
-    estimator = {"_estimator": sb3_grpo.get_advantage_estimator("group_mean")}
-    with pytest.raises(
-        PluginError,
-        match=r"it scores trajectories with the reward function 'planted_reward' from the sb3_grpo plugin 'planted' "
-        r"\(planted_plugin.hooks\), which no loaded plugin provides. SB3_GRPO_LOAD_PLUGINS='' is set, so only the "
-        r"plugins it names load; installed but not loaded: 'planted' \(planted_plugin.hooks\).*custom_objects="
-        r"\{'reward_functions': ",
-    ):
-        GRPO.load(path, device="cpu", custom_objects=estimator)
-
-    replaced = {**estimator, "reward_functions": ["episodic_return"]}
+    # replacements for the arguments named: the estimator is rebuilt from the replacement
+    replaced = {"advantage_estimator": "group_mean", "reward_functions": ["episodic_return"]}
     model = GRPO.load(path, env=make_vec_env("CartPole-v1", n_envs=2, seed=0), device="cpu", custom_objects=replaced)
+    assert type(model._estimator).__name__ == "GroupMean" or model.advantage_estimator == "group_mean"
     model.learn(64)
     assert "planted_plugin" not in sys.modules and "PLANTED_PLUGIN_RAN" not in os.environ
 
@@ -243,16 +240,19 @@ def test_a_plugin_that_is_not_installed_is_named(planted):
     setup(installed=False)
     with pytest.raises(
         PluginError,
-        match=r"Cannot load .*planted.zip as a GRPO model: its advantage estimator 'planted' \(<class "
-        r"'planted_plugin.Planted'>\) from the sb3_grpo plugin 'planted' \(planted_plugin.hooks\) needs the module "
-        r"'planted_plugin', which is not installed .*Install the plugin \(or package\) that provides it, or pass a "
-        r"replacement: GRPO.load\(path, custom_objects=\{'_estimator': ",
-    ):
+        match=r"(?s)Cannot load .*planted.zip as a GRPO model: these 2 saved arguments cannot be loaded here:\n"
+        r"  - advantage_estimator: its advantage estimator 'planted' \(planted_plugin.Planted\) from the sb3_grpo plugin "
+        r"'planted' \(planted_plugin.hooks\) needs the module 'planted_plugin', which is not installed\n"
+        r"  - reward_functions: .*'planted_reward' from the sb3_grpo plugin 'planted'.*"
+        r"To load it, install the plugin \(or package\) that provides 'planted_plugin', or pass replacements for all "
+        r"of them: GRPO.load\(path, custom_objects=\{'advantage_estimator': ",
+    ) as info:
         GRPO.load(path, device="cpu")
-    estimator = {"_estimator": sb3_grpo.get_advantage_estimator("group_mean")}
-    with pytest.raises(PluginError, match=r"reward function 'planted_reward' from the sb3_grpo plugin 'planted'") as info:
-        GRPO.load(path, device="cpu", custom_objects=estimator)
     assert "lacks" not in str(info.value) and "SB3_GRPO_LOAD_PLUGINS" not in str(info.value)
+    assert "'_estimator'" not in str(info.value)
+    estimator = {"_estimator": sb3_grpo.get_advantage_estimator("group_mean")}  # the object itself is accepted too
+    with pytest.raises(PluginError, match=r"reward function 'planted_reward' from the sb3_grpo plugin 'planted'"):
+        GRPO.load(path, device="cpu", custom_objects=estimator)
 
 
 def test_a_file_object_is_checked_and_left_where_it_was():

@@ -220,12 +220,17 @@ class _GuardedUnpickler(pickle.Unpickler):
     def __init__(self, file: Any, blocked: dict[str, tuple[str, str]]):
         super().__init__(file)
         self.blocked = blocked
+        self.missing: str | None = None
 
     def find_class(self, module: str, name: str) -> Any:
         top = module.partition(".")[0]
         if top in self.blocked:
             raise _PluginOff(module, name, *self.blocked[top])
-        return super().find_class(module, name)
+        try:
+            return super().find_class(module, name)
+        except ModuleNotFoundError:
+            self.missing = f"{module}.{name}"  # for messages: what the file refers to, not only the module
+            raise
 
 
 def _blocked_packages() -> dict[str, tuple[str, str]]:
@@ -253,9 +258,24 @@ def _recorded_plugins(data: dict[str, Any], kind: str) -> dict[str, tuple[str, s
     return out
 
 
+def _estimator_argument(data: dict[str, Any]) -> str:
+    """The constructor argument the saved advantage estimator was built from (REINFORCE's ``baseline``)."""
+    return "baseline" if "baseline" in data else "advantage_estimator"
+
+
+def _aliases(data: dict[str, Any]) -> dict[str, str]:
+    """Saved attribute -> the constructor argument a user knows it by, for attributes stored under another name:
+    the estimator object (``_estimator``), and REINFORCE's ``baseline`` / ``baseline_kwargs``, which the model also
+    stores as ``advantage_estimator`` / ``advantage_kwargs``."""
+    out = {"_estimator": _estimator_argument(data)}
+    if "baseline" in data:
+        out.update(advantage_estimator="baseline", advantage_kwargs="baseline_kwargs")
+    return out
+
+
 def _what(key: str, item: Any, data: dict[str, Any]) -> tuple[str, str | None, str]:
     """``(description, plugin, source)`` of a saved attribute, for messages."""
-    description = DESCRIPTIONS.get(key, f"saved attribute {key!r}")
+    description = DESCRIPTIONS.get(key, "saved value")
     plugin, source = None, ""
     if key == "_estimator" and isinstance(item, dict):
         name = item.get("_registered_name")
@@ -272,14 +292,14 @@ def _plugin_words(plugin: str | None, source: str) -> str:
     return f" from the sb3_grpo plugin {plugin!r}" + (f" ({source})" if source and not source.startswith("<") else "")
 
 
-def _replacement(cls: type, key: str) -> str:
-    if key == "_estimator":
-        value = "sb3_grpo.get_advantage_estimator('<a registered estimator>', **advantage_kwargs)"
-    elif key == "reward_functions":
-        value = "['<a registered reward function>', ...]"
-    else:
-        value = "<a replacement>"
-    return f"{cls.__name__}.load(path, custom_objects={{{key!r}: {value}}})"
+def _replacement_value(key: str) -> str:
+    if key in ("advantage_estimator", "baseline"):
+        return "'<a registered estimator>'"
+    if key == "reward_functions":
+        return "['<a registered reward function>', ...]"
+    if key.endswith("_kwargs"):
+        return "{...}"
+    return "<a replacement>"
 
 
 def prepare_custom_objects(
@@ -288,8 +308,13 @@ def prepare_custom_objects(
     """Unpickle the file's serialized objects with the guard, check its reward function names, and return the
     ``custom_objects`` to hand to SB3's ``load`` (the objects unpickled here, so SB3 does not unpickle them again).
 
-    :raises sb3_grpo.PluginError: naming the plugin an object or a name comes from, when that plugin is switched off
-        or not installed, and saying how to go on.
+    A replacement given for a constructor argument stands for every copy the model keeps of it: REINFORCE's
+    ``baseline`` for ``advantage_estimator`` too, and the estimator argument for the estimator object built from it
+    (rebuilt from the replacement when the saved one cannot be unpickled).
+
+    :raises sb3_grpo.PluginError: naming, in one message, every object and name the file needs that cannot be loaded
+        here (a plugin switched off or not installed, a module missing), by the constructor arguments they belong to,
+        and saying how to go on.
     """
     from sb3_grpo.plugins import LOAD_PLUGINS_ENV, PluginError, available_reward_functions, filter_note
 
@@ -297,43 +322,85 @@ def prepare_custom_objects(
     out = dict(given)
     if "_reward_combiner" in data and "_reward_combiner" not in given:
         out["_reward_combiner"] = None  # GRPO rebuilds it from reward_functions in _setup_model: no need to unpickle it
+    aliases = _aliases(data)
+    for key, public in aliases.items():
+        if key != "_estimator" and public in given and key not in given and key in data:
+            out[key] = given[public]  # the same object, stored twice
     blocked = _blocked_packages()
+    problems: dict[str, list[str]] = {}  # constructor argument -> what of it cannot be loaded
+    modules: list[str] = []  # modules that are not installed
+    switched_off: list[str] = []  # plugins SB3_GRPO_LOAD_PLUGINS leaves out
     for key, item in data.items():
         if key in out or not isinstance(item, dict) or ":serialized:" not in item:
             continue
+        public = aliases.get(key, key)
+        unpickler = _GuardedUnpickler(io.BytesIO(base64.b64decode(item[":serialized:"].encode())), blocked)
         try:
-            out[key] = _GuardedUnpickler(io.BytesIO(base64.b64decode(item[":serialized:"].encode())), blocked).load()
+            out[key] = unpickler.load()
+            continue
         except _PluginOff as off:
-            description, plugin, source = _what(key, item, data)
-            raise PluginError(
-                f"Cannot load {path!s} as a {cls.__name__} model: its {description} is {off.module}.{off.name}, from the "
-                f"sb3_grpo plugin {off.plugin!r} ({off.source}), which {LOAD_PLUGINS_ENV}="
-                f"{os.environ.get(LOAD_PLUGINS_ENV)!r} leaves out. It was not unpickled: that would import the plugin "
-                f"and run its code. Add {off.plugin!r} to {LOAD_PLUGINS_ENV} (or unset it) to load it, or pass a "
-                f"replacement: {_replacement(cls, key)}."
-            ) from None
+            if key == "_estimator" and public in given:
+                out[key] = None  # rebuilt from the replacement
+                continue
+            description, _plugin, _source = _what(key, item, data)
+            problem = (
+                f"its {description} is {off.module}.{off.name}, from the sb3_grpo plugin {off.plugin!r} ({off.source}), "
+                f"which {LOAD_PLUGINS_ENV}={os.environ.get(LOAD_PLUGINS_ENV)!r} leaves out (it was not unpickled: that "
+                "would import the plugin and run its code)"
+            )
+            if off.plugin not in switched_off:
+                switched_off.append(off.plugin)
         except ModuleNotFoundError as exc:
+            if key == "_estimator" and public in given:
+                out[key] = None
+                continue
             description, plugin, source = _what(key, item, data)
-            kind = str(item.get(":type:", ""))
-            raise PluginError(
-                f"Cannot load {path!s} as a {cls.__name__} model: its {description} ({kind}){_plugin_words(plugin, source)} "
-                f"needs the module {exc.name!r}, which is not installed ({exc}). Install the plugin (or package) that "
-                f"provides it, or pass a replacement: {_replacement(cls, key)}."
-            ) from exc
+            kind = unpickler.missing or str(item.get(":type:", ""))
+            problem = (
+                f"its {description} ({kind}){_plugin_words(plugin, source)} needs the module {exc.name!r}, which is "
+                "not installed"
+            )
+            if exc.name and exc.name not in modules:
+                modules.append(exc.name)
         except Exception:
             continue  # SB3 unpickles it again and reports (or warns) as usual
+        if key == "_estimator" and not (isinstance(item, dict) and item.get("_registered_name")):
+            problem = problem.replace("its advantage estimator", f"the advantage estimator built from {public}", 1)
+        if key == public or public not in problems:
+            problems[public] = [problem]  # one line per argument: its own object rather than a copy built from it
     names = out.get("reward_functions", data.get("reward_functions"))
+    reward_note = ""
     if isinstance(names, list) and any(isinstance(n, str) for n in names):
         available = set(available_reward_functions())
         missing = [n for n in names if isinstance(n, str) and n not in available]
         if missing:
             recorded = _recorded_plugins(data, "reward function")
             which = "; ".join(f"{n!r}{_plugin_words(*recorded.get(n, (None, '')))}" for n in missing)
-            raise PluginError(
-                f"Cannot load {path!s} as a {cls.__name__} model: it scores trajectories with the reward "
-                f"function{'s' if len(missing) > 1 else ''} {which}, which no loaded plugin provides.{filter_note()} "
-                f"Install or enable the plugin, or load it with reward functions that exist (they score trajectories "
-                f"when training; one per saved function): {_replacement(cls, 'reward_functions')}. Available: "
-                f"{', '.join(sorted(available))}."
+            problems.setdefault("reward_functions", []).append(
+                f"it scores trajectories with the reward function{'s' if len(missing) > 1 else ''} {which}, which no "
+                f"loaded plugin provides (available: {', '.join(sorted(available))}; replacements score trajectories "
+                "when training, one per saved function)"
             )
+            reward_note = filter_note()
+    if problems:
+        lines = "".join(f"\n  - {key}: {'; '.join(texts)}" for key, texts in problems.items())
+        todo = []
+        if modules:
+            todo.append(
+                f"install the plugin (or package) that provides {', '.join(map(repr, modules))}"
+                if len(modules) > 1
+                else f"install the plugin (or package) that provides {modules[0]!r}"
+            )
+        if switched_off:
+            todo.append(f"add {', '.join(map(repr, switched_off))} to {LOAD_PLUGINS_ENV} (or unset it)")
+        if "reward_functions" in problems and not (modules or switched_off):
+            todo.append("install or enable the plugin that provides the reward functions")
+        replacements = ", ".join(f"{key!r}: {_replacement_value(key)}" for key in problems)
+        todo.append(f"pass replacements for all of them: {cls.__name__}.load(path, custom_objects={{{replacements}}})")
+        raise PluginError(
+            f"Cannot load {path!s} as a {cls.__name__} model: "
+            f"{'this saved argument' if len(problems) == 1 else f'these {len(problems)} saved arguments'} cannot be "
+            f"loaded here:{lines}\n{reward_note.strip()}"
+            f"{' ' if reward_note else ''}To load it, {', or '.join(todo)}."
+        )
     return out or custom_objects
