@@ -377,10 +377,8 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
 
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        clip_range = None if self.clip_range is None else self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
-        clip_range_vf = None
-        if self.clip_range_vf is not None:
-            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+        clip_range = None if self.clip_range is None else self._scheduled("clip_range", self.clip_range)  # type: ignore[arg-type]
+        clip_range_vf = None if self.clip_range_vf is None else self._scheduled("clip_range_vf", self.clip_range_vf)  # type: ignore[arg-type]
         beta = float(self.kl_coef)
 
         entropy_losses, pg_losses, value_losses, kl_losses, clip_fractions = [], [], [], [], []

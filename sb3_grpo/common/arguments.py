@@ -12,7 +12,16 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ArgumentTypeError", "check_argument_types"]
+import numpy as np
+from torch import nn
+
+__all__ = [
+    "ArgumentTypeError",
+    "check_argument_types",
+    "check_finite_observation",
+    "check_policy_kwargs",
+    "describe_schedule",
+]
 
 #: What each kind of argument accepts, as the message says it. A kind ending in ``?`` also accepts ``None``.
 _EXPECTED = {
@@ -57,3 +66,83 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
                 "without quotes)."
             )
         raise ArgumentTypeError(f"{algorithm}: {name} must be {expected}, got {value!r} (a {type(value).__name__}).{hint}")
+
+
+def describe_schedule(schedule: Any) -> str:
+    """How a message names a schedule: a number as itself, a function by its qualified name, SB3's schedule wrappers
+    by what they wrap."""
+    inner = getattr(schedule, "value_schedule", None)  # SB3's FloatSchedule
+    if inner is not None:
+        return describe_schedule(inner)
+    if hasattr(schedule, "val") and type(schedule).__name__ == "ConstantSchedule":
+        return repr(schedule.val)
+    if isinstance(schedule, numbers.Real):
+        return repr(schedule)
+    name = getattr(schedule, "__qualname__", None)
+    if name is not None:
+        module = getattr(schedule, "__module__", None)
+        return f"{module}.{name}" if module and module != "builtins" else name
+    return repr(schedule)
+
+
+def check_policy_kwargs(algorithm: str, policy_kwargs: Any) -> None:
+    """Refuse ``policy_kwargs`` that SB3 would only reject deep inside the network's construction, or accept and
+    train uselessly: not a dict, an ``activation_fn`` that is not a ``torch.nn.Module`` class (e.g. the string
+    ``"tanh"``), a layer size of 0 or less in ``net_arch`` (a policy that cannot see the state)."""
+    if policy_kwargs is None:
+        return
+    if not isinstance(policy_kwargs, Mapping):
+        raise ArgumentTypeError(
+            f"{algorithm}: policy_kwargs must be a dict (e.g. dict(net_arch=[64, 64])), got {policy_kwargs!r} "
+            f"(a {type(policy_kwargs).__name__})."
+        )
+    activation = policy_kwargs.get("activation_fn")
+    if activation is not None and not (isinstance(activation, type) and issubclass(activation, nn.Module)):
+        suggestion = ""
+        if isinstance(activation, str):
+            wanted = activation.strip().lower().removeprefix("torch.").removeprefix("nn.")
+            match = next((n for n in dir(nn) if n.lower() == wanted and isinstance(getattr(nn, n), type)), None)
+            if match is not None:
+                suggestion = (
+                    f" Write activation_fn=torch.nn.{match} (in a zoo YAML file: policy_kwargs: "
+                    f'"dict(activation_fn=nn.{match})").'
+                )
+        raise ArgumentTypeError(
+            f"{algorithm}: policy_kwargs['activation_fn'] must be a torch.nn.Module class such as torch.nn.Tanh or "
+            f"torch.nn.ReLU (the class, not an instance or a name), got {activation!r}.{suggestion}"
+        )
+    net_arch = policy_kwargs.get("net_arch")
+    layers: list[Any] = []
+    if isinstance(net_arch, Mapping):
+        layers = [size for part in net_arch.values() if isinstance(part, (list, tuple)) for size in part]
+    elif isinstance(net_arch, (list, tuple)):
+        for entry in net_arch:
+            if isinstance(entry, Mapping):  # SB3's older [dict(pi=[...], vf=[...])]
+                layers += [size for part in entry.values() if isinstance(part, (list, tuple)) for size in part]
+            else:
+                layers.append(entry)
+    bad = [size for size in layers if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1]
+    if bad:
+        raise ValueError(
+            f"{algorithm}: policy_kwargs['net_arch'] = {net_arch!r} has layer size(s) {bad!r}: every hidden layer needs "
+            "an integer size >= 1 (a layer of 0 units cuts the network off from the observation). Use [] for no "
+            "hidden layer."
+        )
+
+
+def check_finite_observation(algorithm: str, observation: Any) -> None:
+    """Refuse an observation handed to ``predict`` that holds NaN or inf, naming the key and the index."""
+    parts = observation.items() if isinstance(observation, Mapping) else [(None, observation)]
+    for key, value in parts:
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "fc":
+            continue
+        finite = np.isfinite(value)
+        if finite.all():
+            continue
+        index = tuple(int(i) for i in np.argwhere(~finite)[0])
+        where = f"observation[{key!r}]" if key is not None else "the observation"
+        raise ValueError(
+            f"{algorithm}.predict: {where} holds {value[index].item()!r} at index {index}: a policy cannot act on a "
+            "non-finite observation. Check what produced it (the env's step or reset, an observation wrapper, VecNormalize "
+            "statistics)."
+        )

@@ -10,13 +10,17 @@ with :meth:`AlgorithmMixin._fail`), its rollout if it differs from SB3's, and ``
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import math
 import numbers
 import pathlib
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
+import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
@@ -24,6 +28,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
 
 from sb3_grpo.common.advantages import check_estimator_needs
+from sb3_grpo.common.arguments import ArgumentTypeError, check_finite_observation, check_policy_kwargs, describe_schedule
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
@@ -34,6 +39,19 @@ from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estim
 __all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "AlgorithmMixin", "fitting_estimators", "make_advantage_estimator"]
 
 _Self = TypeVar("_Self", bound="AlgorithmMixin")
+
+#: True while SB3's ``load`` builds a model (see :meth:`AlgorithmMixin._setup_lr_schedule`).
+_LOADING: contextvars.ContextVar[bool] = contextvars.ContextVar("sb3_grpo_loading", default=False)
+
+
+@contextlib.contextmanager
+def _loading() -> Iterator[None]:
+    token = _LOADING.set(True)
+    try:
+        yield
+    finally:
+        _LOADING.reset(token)
+
 
 #: What a critic algorithm (ExactTRPO, AdaptiveKLPPO) hands to advantage estimators.
 CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
@@ -78,12 +96,15 @@ class AlgorithmMixin:
       construction (unknown names and misfits fail before any env step) and checks it against
       :attr:`estimator_provides`; ``_setup_model`` also wires it into SB3's rollout buffer.
     - **Arguments**: :meth:`_fail` raises the ``ValueError`` every argument check raises, prefixed with the
-      algorithm's name; :meth:`_warn_batch_size` warns about a minibatch larger than the rollout.
+      algorithm's name; :meth:`_warn_batch_size` warns about a minibatch larger than the rollout. The same checks
+      run again on a loaded model (on the saved values and those given to ``load``) and at the start of every
+      ``learn`` (an attribute set by hand): an argument is checked whichever way it reached the model.
     - **Schedules**: the remaining progress that schedules see (learning rate, clip range) stays at 0 or above. SB3
       computes ``1 - num_timesteps / total_timesteps``, which goes negative when the last rollout overshoots the
       budget; a linear schedule then gives a *negative* learning rate for the last update, i.e. gradient ascent on
       the loss. GRPO's rollouts run whole groups of episodes, so they overshoot by up to G episodes. Clamped, the
-      last update uses the schedule's final value.
+      last update uses the schedule's final value. A schedule's value is checked where it is applied
+      (:meth:`_scheduled`): one that turns negative or NaN late is named then.
     - **Saving**: ``save`` writes to a temporary file next to the target and renames it into place only once
       complete (an interrupted save never destroys the previous file; a killed save's leftover goes at the next
       save) and records the class that saved the file
@@ -117,6 +138,7 @@ class AlgorithmMixin:
     max_grad_norm: float
     verbose: int
     _current_progress_remaining: float
+    lr_schedule: Callable[[float], float]
     rollout_buffer_class: type[RolloutBuffer] | None
     advantage_estimator: Any
     advantage_kwargs: dict[str, Any] | None
@@ -142,6 +164,70 @@ class AlgorithmMixin:
 
     def _check_arguments(self) -> None:
         """Each algorithm checks its arguments here (with :meth:`_check_shared_arguments` and :meth:`_fail`)."""
+
+    def _check_arguments_again(self, where: str) -> None:
+        """Run the constructor's checks on the arguments the model holds now, which may have reached it another way
+        than through the constructor (``load(path, beta=...)``, ``custom_objects``, ``sb3-grpo-zoo train -i ...
+        -params``, an attribute set by hand). Errors only: the warnings were given at construction.
+
+        :param where: how the values reached the model, for the message.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                self._check_arguments()
+            except ValueError as exc:
+                message = f"{exc} (an argument {where})"
+                try:
+                    error = type(exc)(message)
+                except TypeError:
+                    error = ValueError(message)
+                raise error from None
+            except TypeError as exc:
+                raise ArgumentTypeError(
+                    f"{self._algorithm_name}: an argument {where} has the wrong type ({exc}). Pass numbers as numbers "
+                    "(not in quotes) and schedules as callables."
+                ) from exc
+
+    def _setup_lr_schedule(self) -> None:
+        # SB3's load builds the model without set-up, sets the saved arguments and those given to load (keyword
+        # arguments, custom_objects), then calls _setup_model, whose first step this is: the constructor's checks run
+        # here, on the values the model will train with, before anything is built from them.
+        if _LOADING.get():
+            self._check_arguments_again("given to load() or stored in the file")
+        super()._setup_lr_schedule()  # type: ignore[misc]
+
+    def _scheduled(
+        self, name: str, schedule: Callable[[float], float], given: Any = None, minimum: float | None = 0.0
+    ) -> float:
+        """The value of the schedule ``name`` at the current remaining progress, checked where it is applied: a
+        schedule that turns negative (a learning rate below 0 is gradient ascent) or NaN late in training is named
+        then, not reported later as a NaN in the policy.
+
+        :param name: the argument the schedule came from (``"learning_rate"``, ``"clip_range"``, ...).
+        :param schedule: the callable of the remaining progress.
+        :param given: what the user passed (for the message; default ``schedule``).
+        :param minimum: the smallest valid value (``None``: any finite value).
+        """
+        progress = self._current_progress_remaining
+        value = schedule(progress)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if math.isfinite(number) and (minimum is None or number >= minimum):
+            return number
+        bound = "a finite number" + ("" if minimum is None else f" >= {minimum:g}")
+        ascent = " (a negative learning rate turns every gradient step into ascent)" if name == "learning_rate" else ""
+        raise ValueError(
+            f"{self._algorithm_name}: {name} = {describe_schedule(schedule if given is None else given)} gave {value!r} "
+            f"at remaining progress {progress:.4g} (1 at the start of learn(), 0 at its end); {name} must be {bound} "
+            f"at every progress in [0, 1]{ascent}. Fix the schedule, e.g. clamp it at its end value."
+        )
+
+    def _update_learning_rate(self, optimizers: list[th.optim.Optimizer] | th.optim.Optimizer) -> None:
+        self._scheduled("learning_rate", self.lr_schedule, getattr(self, "learning_rate", None))
+        super()._update_learning_rate(optimizers)  # type: ignore[misc]
 
     @staticmethod
     def _positive(value: Any) -> bool:
@@ -175,6 +261,7 @@ class AlgorithmMixin:
             self._fail(f"n_epochs must be an integer >= 1, got {n_epochs!r}")
         if not (isinstance(self.ent_coef, numbers.Real) and float(self.ent_coef) >= 0):
             self._fail(f"ent_coef must be a number >= 0, got {self.ent_coef!r}")
+        check_policy_kwargs(self._algorithm_name, getattr(self, "policy_kwargs", None))
         if gradient_clipping and not self._positive(self.max_grad_norm):
             self._fail(
                 f"max_grad_norm (the largest gradient norm, clipping) must be a finite number > 0, got "
@@ -271,6 +358,12 @@ class AlgorithmMixin:
         :return: the trained model
         """
         env = getattr(self, "env", None)
+        if env is None:
+            raise ValueError(
+                f"{self._algorithm_name}: this model has no env to learn from (a model loaded without env=): pass "
+                f"env=... to {type(self).__name__}.load(), or call model.set_env(env) before learn()."
+            )
+        self._check_arguments_again("set after construction")
         try:
             install_fault_reports(env)
             return super().learn(  # type: ignore[misc]
@@ -284,6 +377,18 @@ class AlgorithmMixin:
         except (EOFError, ConnectionError) as exc:  # ConnectionError: BrokenPipeError, ConnectionResetError
             raise_if_workers_died(env, exc)
             raise
+
+    def predict(
+        self,
+        observation: np.ndarray | dict[str, np.ndarray],
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        """SB3's ``predict``, after refusing an observation that holds NaN or inf (naming where), which the policy
+        would otherwise turn into an unexplained error of its distribution or a meaningless action."""
+        check_finite_observation(self._algorithm_name, observation)
+        return super().predict(observation, state, episode_start, deterministic)  # type: ignore[misc]
 
     def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
         if self.checks_steps_by_callback:
@@ -322,4 +427,5 @@ class AlgorithmMixin:
                 **kwargs,
             )
 
-        return load_checked(cls, path, custom_objects, sb3_load)
+        with _loading():
+            return load_checked(cls, path, custom_objects, sb3_load)

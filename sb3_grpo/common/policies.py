@@ -242,10 +242,10 @@ class FastActorCriticMixin:
 
 
 def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]:
-    """The hidden layer sizes of GRPO's actor from any ``net_arch`` form SB3's ``ActorCriticPolicy`` accepts.
+    """The hidden layer sizes of an actor-only policy from any ``net_arch`` form SB3's ``ActorCriticPolicy`` accepts.
 
     ``None`` gives ``default`` (``[64, 64]`` unless given); a list of ints is used as is; ``dict(pi=[...],
-    vf=[...])`` uses ``pi`` (``vf`` is ignored with a warning: GRPO has no critic); SB3's older
+    vf=[...])`` uses ``pi`` (``vf`` is ignored with a warning: the policy has no value network); SB3's older
     ``[dict(pi=[...], vf=[...])]`` (a list holding one such dict) is converted with SB3's deprecation warning, then
     read as the dict.
 
@@ -268,10 +268,13 @@ def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
-            raise ValueError(f"net_arch dict keys must be 'pi' (and 'vf', ignored: GRPO has no critic), got {sorted(unknown)}")
+            raise ValueError(
+                f"net_arch dict keys must be 'pi' (and 'vf', ignored: this policy has no value network), got {sorted(unknown)}"
+            )
         if "vf" in net_arch:
             warnings.warn(
-                f"GRPO has no value network: net_arch['vf'] = {net_arch['vf']!r} is ignored (the actor uses "
+                f"This policy has no value network (the algorithm trains no critic): net_arch['vf'] = {net_arch['vf']!r} "
+                f"is ignored (the actor uses "
                 f"net_arch['pi'] = {list(net_arch.get('pi', []))!r}). Pass net_arch=dict(pi=[...]) or a list to "
                 "silence this.",
                 stacklevel=3,
@@ -289,11 +292,11 @@ def actor_net_arch(net_arch: Any, default: list[int] | None = None) -> list[int]
 
 class ActorPolicy(BasePolicy):
     """
-    Actor-only policy (no critic) for GRPO.
+    Actor-only policy (no critic), for the algorithms that train no value network.
 
     Keyword arguments mirror SB3's ``ActorCriticPolicy`` so that ``policy_kwargs`` written for PPO carry over:
     a ``net_arch`` of the form ``dict(pi=[...], vf=[...])`` uses ``pi`` (the ``vf`` part is ignored with a
-    warning, GRPO has no critic).
+    warning: the policy has no value network).
 
     :param observation_space: observation space.
     :param action_space: action space (Discrete, MultiDiscrete, MultiBinary or Box).

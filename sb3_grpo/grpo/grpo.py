@@ -341,9 +341,8 @@ class GRPO(GroupSamplingAlgorithm):
         """Update the policy on the current batch: ``n_epochs`` passes of minibatch gradient steps."""
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
-        progress = self._current_progress_remaining
-        eps_low = self.clip_range(progress)  # type: ignore[operator]
-        eps_high = self.clip_range_high(progress) if self.clip_range_high is not None else eps_low  # type: ignore[operator]
+        eps_low = self._scheduled("clip_range", self.clip_range)  # type: ignore[arg-type]
+        eps_high = eps_low if self.clip_range_high is None else self._scheduled("clip_range_high", self.clip_range_high)  # type: ignore[arg-type]
         buffer: GroupRolloutBuffer = self.rollout_buffer  # type: ignore[assignment]
         for key, value in buffer.stats.items():
             if key.startswith("train/"):

@@ -45,6 +45,10 @@ __all__ = ["NUMBER_TYPES", "GroupSamplingAlgorithm"]
 NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 
+#: Rollouts in a row in which no group has any spread before GRPO and OnlineDPO warn that training has no signal.
+NO_SIGNAL_ROLLOUTS = 3
+
+
 class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     """
     The shared base of the group-sampling algorithms (see the module docstring); not an algorithm by itself.
@@ -73,6 +77,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _overshoot_warn_at: int | None = None
     #: Whether this ``learn`` has warned that dynamic sampling ran out of rounds (warned once per ``learn``).
     _sampling_warned: bool = False
+    _no_signal_warned: bool = False
+    _no_signal_rollouts: int = 0
 
     def __init__(
         self,
@@ -257,6 +263,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             "_snapshots_checked",
             "_overshoot_warn_at",
             "_sampling_warned",
+            "_no_signal_warned",
+            "_no_signal_rollouts",
         ]
 
     # ------------------------------------------------------------------ rollouts
@@ -276,6 +284,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
         self._overshoot_warn_at = overshoot_limit(self)
         self._sampling_warned = False
+        self._no_signal_warned = False
+        self._no_signal_rollouts = 0
         return setup
 
     def _begin_rollout(self) -> None:
@@ -289,7 +299,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         }
         th.manual_seed(int(self._np_rng.integers(2**63 - 1)))
         if self.log_std_max is not None:
-            bound = self.log_std_max(self._current_progress_remaining)  # type: ignore[operator]
+            bound = self._scheduled("log_std_max", self.log_std_max, minimum=None)  # type: ignore[arg-type]
             with th.no_grad():
                 self.policy.log_std.clamp_(max=bound)
             self._log_std_bound = bound
@@ -320,18 +330,21 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         if self.dynamic_sampling:
             sampled = self._sample_informative(collector, callback, n_rollout_steps)
             if sampled is None:
-                return False
+                return self._stopped_in_rollout()
             scored, stats = sampled
         else:
             rollout = collector.collect(callback, n_rollout_steps)
             if rollout is None:
-                return False
+                return self._stopped_in_rollout()
             self._group_counter += rollout.new_groups
             if rollout.branch_states is not None:
                 self._branch_states = rollout.branch_states
             self._last_obs = rollout.last_obs
             scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
             stats = rollout_stats(scored)
+            self._no_signal_rollouts = self._no_signal_rollouts + 1 if stats["train/zero_std_group_fraction"] == 1 else 0
+            if self._no_signal_rollouts >= NO_SIGNAL_ROLLOUTS:
+                self._warn_no_signal(scored)
         extra: dict[str, float] | None = None
         if len(scored.counts):
             extra = self._fill_batch(scored, rollout_buffer, env)
@@ -345,6 +358,37 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         callback.on_rollout_end()
         self._rollout_start = None
         return True
+
+    def _stopped_in_rollout(self) -> bool:
+        """A callback stopped ``learn`` during the rollout, whose part collected so far is discarded: the model now is
+        what it holds (the steps, groups and random state used), and a save describes that, no longer the rollout's
+        start (which only a save *during* the rollout stores, see :meth:`save`)."""
+        self._rollout_start = None
+        return False
+
+    def _warn_no_signal(self, scored: ScoredRollout) -> None:
+        """Say, once per ``learn``, that in :data:`NO_SIGNAL_ROLLOUTS` rollouts in a row every group scored all its
+        members alike: every advantage is 0 and the updates leave the policy as it is (``train/zero_std_group_fraction``
+        logs the fraction every rollout). One such rollout is common early in a task with rare successes; several in
+        a row mostly mean reward functions that do not see what the policy does.
+        """
+        if self._no_signal_warned:
+            return
+        self._no_signal_warned = True
+        names = [name for name, _ in self._reward_combiner.functions]
+        outcomes = np.unique(scored.outcomes)
+        alike = f"every trajectory scored {outcomes[0]:g}" if len(outcomes) == 1 else "each group scored all its members alike"
+        warnings.warn(
+            f"{self._algorithm_name}: no signal in the last {self._no_signal_rollouts} rollouts: {alike} (reward "
+            f"functions {names}, this rollout), so every group's members compare equal and the updates change nothing. "
+            "The likely cause: reward functions that do not "
+            "depend on what the policy does, e.g. 'episodic_return' on an env whose own reward is always 0 (such as "
+            "sb3_grpo/Arithmetic-v0: pass its reward functions, reward_functions=['arithmetic_exact_match']), or a "
+            "reward that is the same for every episode (a constant, 'terminal_reward' on CartPole-v1). With a rare "
+            "success, raise group_size or use dynamic_sampling=True. Warned once per learn(); "
+            "train/zero_std_group_fraction logs the fraction of groups without spread every rollout.",
+            stacklevel=3,
+        )
 
     def _sample_informative(
         self, collector: GroupRolloutCollector, callback: BaseCallback, n_rollout_steps: int
