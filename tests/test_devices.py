@@ -3,10 +3,12 @@ loads and trains on the other (CUDA cases are skipped without a CUDA device)."""
 
 import itertools
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
 from envs import TargetEnv
+from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
@@ -68,3 +70,54 @@ def test_train_save_load_predict_across_devices(name, train_device, load_device,
             if th.is_tensor(value) and value.dim() > 0:
                 assert value.device.type == load_device
     loaded.save(tmp_path / "again.zip")
+
+
+class _IdsAsBox(gym.ObservationWrapper):
+    """The arithmetic env's token ids as a float Box (no one-hot encoding by SB3 before the extractor)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = spaces.Box(0, 14, env.observation_space.shape, dtype=np.float32)
+
+    def observation(self, observation):
+        return observation.astype(np.float32)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("ids", ["multidiscrete", "box"])
+@pytest.mark.parametrize("sequence_model", ["gru", "transformer"])
+def test_exact_fisher_through_token_extractor_on_cuda(sequence_model, ids):
+    """ExactTRPO's exact Fisher through a GRU or attention TokenSequenceExtractor on cuda: its per-sample Jacobians
+    (vmap) run without cuDNN, whose RNN kernels cannot be batched (#45); the Fisher matches the cpu one and the
+    caller's cuDNN setting is back afterwards."""
+    import sb3_grpo.envs  # noqa: F401  (registers the ids)
+    from sb3_grpo.common.torch_layers import TokenSequenceExtractor
+    from sb3_grpo.exact_trpo.fisher import ExactFisher
+
+    env = make_vec_env(
+        "sb3_grpo/Arithmetic-v0", n_envs=4, seed=0, env_kwargs={"reward_mode": "shaped"},
+        wrapper_class=_IdsAsBox if ids == "box" else None,
+    )  # fmt: skip
+    policy_kwargs = dict(
+        features_extractor_class=TokenSequenceExtractor,
+        features_extractor_kwargs=dict(sequence_model=sequence_model, embed_dim=8, hidden_dim=16),
+        net_arch=[16],
+    )
+    model = ExactTRPO(
+        "MlpPolicy", env, n_steps=32, batch_size=64, fisher_solver="exact", policy_kwargs=policy_kwargs, seed=0,
+        device="cuda",
+    )  # fmt: skip
+    cudnn = th.backends.cudnn.enabled
+    model.learn(300)
+    assert model.num_timesteps >= 300 and _on(model, "cuda")
+    assert model.logger.name_to_value["train/fisher_solver"].startswith("exact-")
+    assert th.backends.cudnn.enabled == cudnn
+
+    obs = th.as_tensor(np.stack([env.reset() for _ in range(3)]).reshape(12, -1), device="cuda")
+    fisher = ExactFisher(model.policy, obs)
+    assert not fisher.structured  # the per-sample (torch.func) path
+    on_cuda = fisher.matrix()
+    model.policy.to("cpu")
+    on_cpu = ExactFisher(model.policy, obs.cpu()).matrix()
+    assert th.isfinite(on_cuda).all()
+    th.testing.assert_close(on_cuda.cpu(), on_cpu, rtol=1e-4, atol=1e-5)  # float32 on two devices (TF32 is off)

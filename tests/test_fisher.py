@@ -16,6 +16,7 @@ from sb3_grpo.exact_trpo.fisher import (
     actor_parameters,
     closed_form_fisher_problem,
     conjugate_gradient,
+    cudnn_disabled,
     distribution_inputs,
     fixed_noise,
     make_distribution,
@@ -408,3 +409,24 @@ def test_preconditioned_refinement_solves_the_whole_batch_system(kind):
     # no iterations allowed: the preconditioner's own solution
     x0, iters0, _ = preconditioned_refinement(matvec, precondition, g, max_iter=0, tol=1e-10)
     assert iters0 == 0 and th.equal(x0, precondition(g))
+
+
+def test_cudnn_is_off_only_around_the_per_sample_jacobians_on_cuda():
+    """cuDNN's RNN kernels cannot run under vmap (#45): the per-sample path switches the flag off on CUDA only and
+    restores it, also after an error; other devices leave it alone. (The CUDA run itself is in test_devices.py.)"""
+    assert th.backends.cudnn.enabled
+    with cudnn_disabled("cpu"):
+        assert th.backends.cudnn.enabled
+    with cudnn_disabled(th.device("cuda", 0)):
+        assert not th.backends.cudnn.enabled
+    assert th.backends.cudnn.enabled
+    with pytest.raises(RuntimeError, match="inside"), cudnn_disabled("cuda"):
+        raise RuntimeError("inside")
+    assert th.backends.cudnn.enabled
+    th.backends.cudnn.enabled = False  # a setting of the caller's is kept as it was
+    try:
+        with cudnn_disabled("cuda"):
+            assert not th.backends.cudnn.enabled
+        assert not th.backends.cudnn.enabled
+    finally:
+        th.backends.cudnn.enabled = True

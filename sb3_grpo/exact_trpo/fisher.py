@@ -28,7 +28,9 @@ per sample: for a layer with inputs ``a`` (a 1 appended for the bias) and backpr
 ``delta`` (one backward pass per column of ``A``), ``U_l^T U_l = (delta delta^T) o (a a^T)`` and products with
 ``U`` and ``U^T`` are two small matrix products. Other actors (CNN feature extractors, ...) get their per-sample
 Jacobians from ``torch.func`` (``vmap(jacrev)``, on observations preprocessed by SB3 beforehand: its one-hot
-encoding of ``Discrete`` and ``MultiDiscrete`` parts cannot be vmapped), which needs ``Nk x P`` memory.
+encoding of ``Discrete`` and ``MultiDiscrete`` parts cannot be vmapped), which needs ``Nk x P`` memory. cuDNN is
+switched off around them on CUDA (:func:`cudnn_disabled`): its RNN kernels (``nn.GRU``, ``nn.LSTM``) have no batching
+rule and read the storage of vmap's batched tensors; torch's own RNN then runs under vmap instead.
 
 Actors whose output at a state depends on the rest of the batch (BatchNorm normalising with the batch's
 statistics, in training mode) or on random draws (Dropout in training mode) are differentiated through one forward
@@ -45,9 +47,10 @@ preconditioner (:meth:`ExactFisher.subset`, :meth:`ExactFisher.factorize`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch as th
@@ -89,6 +92,7 @@ __all__ = [
     "closed_form_fisher_problem",
     "conjugate_gradient",
     "couples_states",
+    "cudnn_disabled",
     "directions_per_state",
     "distribution_fisher_factor",
     "distribution_inputs",
@@ -104,6 +108,27 @@ __all__ = [
 FISHER_SOLVERS = ("auto", "exact", "cg")
 #: Elements (``rows x batch states``) of one batched vector-Jacobian product of the whole-batch path.
 _VJP_CHUNK_ELEMENTS = 2**18
+
+
+@contextlib.contextmanager
+def cudnn_disabled(device: th.device | str) -> Iterator[None]:
+    """cuDNN switched off (``torch.backends.cudnn.enabled = False``) inside the block when ``device`` is CUDA.
+
+    The per-sample Jacobians run the actor under ``vmap``: cuDNN's RNN kernels have no batching rule and ask for the
+    ``data_ptr()`` of vmap's batched tensors, which have no storage ("Cannot access data pointer of Tensor that
+    doesn't have storage"); without cuDNN, torch's native RNN runs under vmap's per-sample fallback. Only the flag
+    ``enabled`` changes (``torch.backends.cudnn.flags`` would also reset ``benchmark``, ``deterministic`` and the
+    TF32 settings for the block), and it is restored afterwards. Elsewhere: nothing.
+    """
+    if th.device(device).type != "cuda":
+        yield
+        return
+    enabled = th.backends.cudnn.enabled
+    th.backends.cudnn.enabled = False
+    try:
+        yield
+    finally:
+        th.backends.cudnn.enabled = enabled
 
 
 def distribution_fisher_factor(policy: ActorCriticPolicy, z: th.Tensor) -> th.Tensor:
@@ -275,7 +300,8 @@ class ExactFisher:
         if self.layers is not None:
             return None
         if self._dense is None:
-            self._dense = self._jacobian_u()
+            with cudnn_disabled(self.policy.device):  # both routes differentiate batched (vmap) through the actor
+                self._dense = self._jacobian_u()
         return self._dense
 
     # ------------------------------------------------------------------ construction
