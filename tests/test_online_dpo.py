@@ -9,9 +9,13 @@ from envs import TargetEnv
 from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sb3_grpo import GRPO, OnlineDPO
+from sb3_grpo.online_dpo.loss import trajectory_log_probs
 from sb3_grpo.online_dpo.pairs import preference_pairs
+
+needs_cuda = pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device")
 
 
 def log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -96,6 +100,7 @@ def test_loss_and_gradient_by_hand(loss_type):
         max_grad_norm=1e9,
         policy_kwargs=dict(net_arch=[], optimizer_class=th.optim.SGD, optimizer_kwargs={}),
         seed=0,
+        device="cpu",  # the oracle is NumPy on the host
     )
     model.set_logger(configure(None, []))
     rng = np.random.default_rng(0)
@@ -198,12 +203,90 @@ def test_environment_dynamics_cancel():
     assert th.equal(params(a.policy), params(b.policy))
 
 
+# ---------------------------------------------------------------- reproducible on CUDA (#45)
+
+#: Ops whose CUDA kernels add with atomics, so that a float sum depends on the order the threads ran in (the
+#: "normally-nondeterministic" ops of torch.use_deterministic_algorithms): a seeded update must not use them.
+ATOMIC_ON_CUDA = {"index_add", "scatter_add", "scatter_reduce", "index_reduce", "put", "bincount", "histc"}
+
+
+class RecordOps(TorchDispatchMode):
+    """The names of the aten ops run inside the block (forward and backward), without a trailing ``_``."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func.overloadpacket.__name__.rstrip("_"))
+        return func(*args, **(kwargs or {}))
+
+
+def test_trajectory_log_probs_add_in_a_fixed_order():
+    """``log pi(tau)`` sums steps by trajectory: ``index_add`` on the CPU (a serial loop there), a sorted
+    ``index_put_(accumulate=True)`` elsewhere, since CUDA's ``index_add`` adds with atomics in a varying order."""
+    g = th.Generator().manual_seed(0)
+    steps = th.randn(2000, generator=g)
+    trajectory = th.randint(0, 40, (2000,), generator=g)
+    sums = trajectory_log_probs(steps, trajectory, 41)
+    expected = np.bincount(trajectory.numpy(), weights=steps.double().numpy(), minlength=41)
+    np.testing.assert_allclose(sums.numpy(), expected, rtol=1e-5, atol=1e-5)  # float32 sums of ~50 steps
+    assert sums[40] == 0  # a trajectory without steps
+    serial = np.zeros(41, dtype=np.float32)
+    for value, t in zip(steps.numpy(), trajectory.numpy(), strict=True):
+        serial[t] += value  # float32 rounding after each addition, in step order
+    np.testing.assert_array_equal(sums.numpy(), serial)
+    with RecordOps() as cpu:
+        trajectory_log_probs(steps, trajectory, 41)
+    with RecordOps() as elsewhere:  # "meta": tensors without data, which run a non-CPU device's code path
+        trajectory_log_probs(steps.to("meta"), trajectory.to("meta"), 41)
+    assert "index_add" in cpu.ops and "index_put" in elsewhere.ops and not elsewhere.ops & ATOMIC_ON_CUDA
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
+def test_update_uses_no_atomic_accumulation(device):
+    """One OnlineDPO update (the reference's trajectory sums, the pairs' margins and their backward pass) runs no op
+    that adds with atomics on CUDA; on the CPU only ``index_add``, a serial loop there, is allowed."""
+    model = make_target(
+        device=device, pairs="all", batch_size=4, env=make_vec_env(TargetEnv, n_envs=4, seed=0, env_kwargs=dict(kind="box"))
+    )
+    model.learn(total_timesteps=4 * 4 * 5)
+    assert len(model.rollout_buffer.pairs) > 0
+    with RecordOps() as recorded:
+        model.train()
+    assert "mm" in recorded.ops or "addmm" in recorded.ops  # the recorder saw the update
+    allowed = {"index_add"} if device == "cpu" else set()
+    assert not recorded.ops & (ATOMIC_ON_CUDA - allowed)
+
+
+@needs_cuda
+def test_seeded_runs_reproduce_on_cuda(monkeypatch):
+    """Two seeded runs on cuda give the same parameters bit for bit, and the same as a run under
+    ``torch.use_deterministic_algorithms(True)`` up to float32 rounding (that mode may choose other cuBLAS
+    kernels)."""
+
+    def run():
+        model = make_target(device="cuda", pairs="all", batch_size=4)
+        model.learn(total_timesteps=4 * 4 * 5 * 3)
+        return params(model.policy)
+
+    first, second = run(), run()
+    assert th.equal(first, second)
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # what torch asks for deterministic cuBLAS
+    th.use_deterministic_algorithms(True)
+    try:
+        strict = run()  # raises if an op has no deterministic CUDA implementation
+    finally:
+        th.use_deterministic_algorithms(False)
+    th.testing.assert_close(strict, first, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- reference, learning, saving
 
 
-def make_target(**kwargs):
+def make_target(env=None, **kwargs):
     kwargs = dict(group_size=4, groups_per_rollout=4, batch_size=None, n_epochs=2, learning_rate=1e-2, seed=0) | kwargs
-    return OnlineDPO("MlpPolicy", make_vec_env(TargetEnv, n_envs=4, seed=0), **kwargs)
+    return OnlineDPO("MlpPolicy", env or make_vec_env(TargetEnv, n_envs=4, seed=0), **kwargs)
 
 
 @pytest.mark.parametrize("interval", [None, 1, 2])

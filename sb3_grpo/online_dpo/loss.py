@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch as th
 import torch.nn.functional as F
 
+from sb3_grpo.common.groups.buffers import trajectory_sums
+
 __all__ = ["LOSS_TYPES", "pair_margins", "preference_loss", "trajectory_log_probs"]
 
 LOSS_TYPES = ("sigmoid", "ipo")
@@ -26,8 +28,7 @@ def trajectory_log_probs(step_log_prob: th.Tensor, trajectory: th.Tensor, n_traj
     :param step_log_prob: ``(m,)`` log-probability of each step's action.
     :param trajectory: ``(m,)`` the trajectory (``0..n_trajectories-1``) of each step.
     """
-    sums = th.zeros(n_trajectories, dtype=step_log_prob.dtype, device=step_log_prob.device)
-    return sums.index_add(0, trajectory, step_log_prob)
+    return trajectory_sums(step_log_prob, trajectory, n_trajectories)  # reproducible on CUDA, unlike index_add
 
 
 def pair_margins(log_prob: th.Tensor, ref_log_prob: th.Tensor, winners: th.Tensor, losers: th.Tensor) -> th.Tensor:

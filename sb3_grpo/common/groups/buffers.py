@@ -12,7 +12,28 @@ from gymnasium import spaces
 
 from sb3_grpo.common.buffers import minibatch_bounds
 
-__all__ = ["GroupRolloutBuffer", "GroupRolloutBufferSamples"]
+__all__ = ["GroupRolloutBuffer", "GroupRolloutBufferSamples", "trajectory_sums"]
+
+
+def trajectory_sums(values: th.Tensor, trajectory: th.Tensor, n_trajectories: int) -> th.Tensor:
+    """``(n_trajectories,)``: the sum of ``values`` over the steps of each trajectory, the same bits on every run.
+
+    ``index_add`` on a CUDA tensor adds with atomics, in an order that changes from run to run: the float sums differ
+    in their last bits and a seeded training run drifts (by 1e-8, growing with training). On CUDA the sums are
+    therefore ``index_put_(accumulate=True)``, which sorts the indices and adds each trajectory's values in order:
+    deterministic by default, and what torch itself runs for ``index_add`` under
+    ``torch.use_deterministic_algorithms(True)``. On the CPU ``index_add`` of a 1-D tensor is a serial loop, while
+    ``index_put_(accumulate=True)`` adds with atomics across threads for large float tensors: there ``index_add``
+    stays. Differentiable in ``values`` (both backward passes gather).
+
+    :param values: ``(m,)`` per-step values.
+    :param trajectory: ``(m,)`` the trajectory (``0..n_trajectories-1``) of each step, in any order.
+    :param n_trajectories: the number of trajectories.
+    """
+    sums = values.new_zeros(n_trajectories)
+    if values.device.type == "cpu":
+        return sums.index_add(0, trajectory, values)
+    return sums.index_put((trajectory,), values, accumulate=True)
 
 
 class GroupRolloutBufferSamples(NamedTuple):
