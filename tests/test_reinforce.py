@@ -125,6 +125,7 @@ def test_one_gradient_step_is_the_policy_gradient(normalize_advantage):
         learning_rate=lr,
         policy_kwargs=dict(net_arch=[4], optimizer_class=th.optim.SGD, optimizer_kwargs={}),
         seed=1,
+        device="cpu",  # the reference gradient is taken on the host
     )
     before = [p.detach().clone() for p in model.policy.parameters()]
     batches = Batches()
@@ -136,7 +137,7 @@ def test_one_gradient_step_is_the_policy_gradient(normalize_advantage):
         advantages = advantages / advantages.std()
     np.testing.assert_allclose(batch["advantages"], advantages, rtol=1e-6)
 
-    reference = REINFORCE("MlpPolicy", env, policy_kwargs=dict(net_arch=[4]), seed=1)
+    reference = REINFORCE("MlpPolicy", env, policy_kwargs=dict(net_arch=[4]), seed=1, device="cpu")
     with th.no_grad():
         for p, b in zip(reference.policy.parameters(), before, strict=True):
             p.copy_(b)
@@ -266,7 +267,7 @@ def test_deterministic_given_seed():
 
 def test_save_load(tmp_path):
     env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
-    model = REINFORCE("MlpPolicy", env, n_steps=64, baseline="moving_average", seed=0)
+    model = REINFORCE("MlpPolicy", env, n_steps=64, baseline="moving_average", seed=0, device="cpu")  # loaded on the cpu
     model.learn(384)
     assert model.baseline_value is not None
     model.save(tmp_path / "reinforce.zip")

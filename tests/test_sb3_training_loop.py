@@ -33,7 +33,8 @@ def test_setup_learn_collect_train(model_class, n_envs):
         before = [p.detach().clone() for p in model.policy.parameters()]
         model.train()
         assert any(
-            not np.allclose(b.numpy(), p.detach().numpy()) for b, p in zip(before, model.policy.parameters(), strict=True)
+            not np.allclose(b.cpu().numpy(), p.detach().cpu().numpy())
+            for b, p in zip(before, model.policy.parameters(), strict=True)
         )
     callback.on_training_end()
     assert callback.n_calls > 0

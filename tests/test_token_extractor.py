@@ -200,7 +200,10 @@ def test_save_load_round_trip(model, tmp_path):
         features_extractor_class=TokenSequenceExtractor,
         features_extractor_kwargs=dict(sequence_model=model, embed_dim=8, hidden_dim=16, pooling="mean"),
     )
-    agent = GRPO("MlpPolicy", env, group_size=4, n_steps=16, batch_size=32, n_epochs=1, policy_kwargs=policy_kwargs, seed=0)
+    agent = GRPO(
+        "MlpPolicy", env, group_size=4, n_steps=16, batch_size=32, n_epochs=1, policy_kwargs=policy_kwargs, seed=0,
+        device="cpu",  # compared with the copy loaded on the cpu
+    )  # fmt: skip
     agent.learn(100)
     agent.save(tmp_path / "model.zip")
     loaded = GRPO.load(tmp_path / "model.zip", device="cpu")
@@ -227,7 +230,7 @@ def test_training_and_evaluation_modes_agree():
     policy_kwargs = dict(
         features_extractor_class=TokenSequenceExtractor, features_extractor_kwargs=dict(sequence_model="transformer")
     )
-    agent = GRPO("MlpPolicy", env, group_size=2, policy_kwargs=policy_kwargs, seed=0)
+    agent = GRPO("MlpPolicy", env, group_size=2, policy_kwargs=policy_kwargs, seed=0, device="cpu")  # host tensors below
     obs = th.as_tensor(np.stack([env.reset() for _ in range(4)]).reshape(-1, 5))
     actions = th.arange(len(obs)) % 11
     agent.policy.set_training_mode(False)
