@@ -1,7 +1,8 @@
 """Reference parameters: short seeded training runs of each algorithm, saved as ``tests/data/reference_<name>.npz``.
 
-``tests/test_refactor_equivalence.py`` retrains every run below and asserts that each parameter is bitwise equal to
-the saved one, so a change meant to keep behaviour (a refactor) shows at once if it does not. Remake the files only
+``tests/test_refactor_equivalence.py`` retrains every run below and asserts that each parameter equals the saved one
+up to float32 rounding (its docstring states the tolerance), so a change meant to keep behaviour (a refactor) shows at
+once if it does not. Remake the files only
 where a change is meant to alter training, and say so in its commit::
 
     python tests/data/make_reference_params.py            # every run
@@ -95,6 +96,28 @@ def _adaptive_kl_ppo_pendulum() -> Any:
     return model.learn(3 * 64)
 
 
+def _reinforce_cartpole() -> Any:
+    from sb3_grpo import REINFORCE
+
+    env = make_vec_env("CartPole-v1", n_envs=2)
+    model = REINFORCE(
+        "MlpPolicy", env, n_steps=48, batch_size=32, n_epochs=2, baseline="moving_average", max_grad_norm=0.5,
+        policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu",
+    )  # fmt: skip
+    return model.learn(3 * 96)
+
+
+def _online_dpo_cartpole() -> Any:
+    from sb3_grpo import OnlineDPO
+
+    env = make_vec_env("CartPole-v1", n_envs=4)
+    model = OnlineDPO(
+        "MlpPolicy", env, groups_per_rollout=3, group_size=4, batch_size=4, n_epochs=2, pairs="all", beta=0.2,
+        ref_update_interval=2, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu",
+    )  # fmt: skip
+    return model.learn(3 * 200)
+
+
 #: Run name -> a function that trains a model with seed 0 and returns it.
 RUNS: dict[str, Callable[[], Any]] = {
     "grpo_cartpole": _grpo_cartpole,
@@ -104,6 +127,8 @@ RUNS: dict[str, Callable[[], Any]] = {
     "exact_trpo_pendulum": _exact_trpo_pendulum,
     "adaptive_kl_ppo_cartpole": _adaptive_kl_ppo_cartpole,
     "adaptive_kl_ppo_pendulum": _adaptive_kl_ppo_pendulum,
+    "reinforce_cartpole": _reinforce_cartpole,
+    "online_dpo_cartpole": _online_dpo_cartpole,
 }
 
 
@@ -118,6 +143,8 @@ def train(name: str) -> dict[str, np.ndarray]:
     params = {key: value.detach().cpu().numpy() for key, value in model.policy.state_dict().items()}
     if hasattr(model, "kl_coef"):
         params["kl_coef"] = np.asarray(model.kl_coef, dtype=np.float64)
+    if getattr(model, "baseline_value", None) is not None:  # REINFORCE's moving-average baseline
+        params["baseline_value"] = np.asarray(model.baseline_value, dtype=np.float64)
     return params
 
 
