@@ -9,12 +9,15 @@ reward functions, state snapshotters) build on the same definitions.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection
 from typing import Any
 
 __all__ = [
+    "ESTIMATOR_CONTRACT",
     "NEEDS",
     "RewardFunctionError",
     "check_estimator",
+    "check_requires",
     "check_reward_function",
     "check_reward_function_signature",
     "check_snapshotter",
@@ -54,8 +57,12 @@ def check_reward_function_signature(fn: Any, name: str | None = None) -> None:
     try:
         signature.bind(None)
     except TypeError:
+        hint = ""
+        if isinstance(fn, type) and any("__call__" in vars(klass) for klass in fn.__mro__[:-1]):
+            hint = f" {fn.__name__} is a class: register an instance ({fn.__name__}()), whose __call__(trajectory) scores."
         raise RewardFunctionError(
-            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is {label}{signature}."
+            f"Reward function {label!r} must accept exactly one argument, the Trajectory; its signature is "
+            f"{label}{signature}.{hint}"
         ) from None
 
 
@@ -63,17 +70,29 @@ def is_estimator_instance(obj: Any) -> bool:
     return not isinstance(obj, type) and hasattr(obj, "compute") and hasattr(obj, "requires")
 
 
+#: What an advantage estimator must be, for messages.
+ESTIMATOR_CONTRACT = (
+    "an advantage estimator is a class whose instances have a `requires` set of needs (such as {'values'}) and a "
+    "method compute(inputs) taking the AdvantageInputs (e.g. a subclass of sb3_grpo.AdvantageEstimator), an instance "
+    "of such a class, or a factory function that returns such an instance (called with the advantage_kwargs as "
+    "keyword arguments, each with a default)"
+)
+
+
 def check_estimator(name: str, obj: Any, plugin: str) -> None:
-    """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``."""
-    if is_estimator_instance(obj) or isinstance(obj, type) or callable(obj):
-        target = obj
-    else:
-        raise TypeError(f"expected an AdvantageEstimator subclass or instance, got {type(obj).__name__}")
+    """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``, or such an
+    instance. A factory (a function) is called once without arguments, and what it returns is checked."""
+    if not (is_estimator_instance(obj) or isinstance(obj, type)):
+        if callable(obj):
+            _check_factory(name, obj, plugin)
+            return
+        raise TypeError(
+            f"expected an AdvantageEstimator subclass or instance, got {obj!r} (a {type(obj).__name__}): {ESTIMATOR_CONTRACT}"
+        )
+    target = obj
     compute = getattr(target, "compute", None)
     if compute is None:
-        if isinstance(obj, type):
-            raise TypeError(f"{obj.__name__} has no compute(inputs) method")
-        return  # a factory function: checked when it is called
+        raise TypeError(f"{obj.__name__} has no compute(inputs) method: {ESTIMATOR_CONTRACT}")
     if isinstance(obj, type) and inspect.isabstract(obj):
         raise TypeError(f"{obj.__name__} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
     try:
@@ -92,9 +111,48 @@ def check_estimator(name: str, obj: Any, plugin: str) -> None:
             )
     requires = getattr(target, "requires", None)
     if requires is not None and not isinstance(requires, property):
-        unknown = set(requires) - set(NEEDS)
-        if unknown:
-            raise TypeError(f"requires names unknown needs {sorted(unknown)}; known: {sorted(NEEDS)}")
+        check_requires(requires)
+
+
+def check_requires(requires: Any) -> None:
+    """Refuse a ``requires`` that is not a collection of need names (a string would be read as its characters)."""
+    if isinstance(requires, (str, bytes)) or not isinstance(requires, Collection):
+        raise TypeError(
+            f"requires must be a set (a collection) of names such as {{'values'}} or "
+            f"frozenset({{'outcome_rewards', 'group_ids'}}), got {requires!r} (a {type(requires).__name__})"
+            + (f": write requires = frozenset({{{requires!r}}})" if isinstance(requires, str) else "")
+        )
+    unknown = set(requires) - set(NEEDS)
+    if unknown:
+        raise TypeError(f"requires names unknown needs {sorted(unknown)}; known: {sorted(NEEDS)}")
+
+
+def _check_factory(name: str, factory: Any, plugin: str) -> None:
+    """A factory must build an estimator from options that all have defaults: call it once and check the result."""
+    label = getattr(factory, "__name__", type(factory).__name__)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # no signature to read (a builtin): checked when it is called
+    required = [
+        p for p in signature.parameters.values() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if required:
+        raise TypeError(
+            f"{label}{signature} is a function with required arguments, not an estimator: {ESTIMATOR_CONTRACT}. A "
+            "function that computes advantages from the inputs belongs in the compute method of an "
+            "AdvantageEstimator subclass; register the class."
+        )
+    try:
+        produced = factory()
+    except Exception as exc:
+        raise TypeError(f"the factory {label}{signature} raised when called without arguments: {exc!r}") from exc
+    if not is_estimator_instance(produced):
+        raise TypeError(
+            f"{label} is a function that returns {produced!r} (a {type(produced).__name__}), not an estimator: "
+            f"{ESTIMATOR_CONTRACT}."
+        )
+    check_estimator(name, produced, plugin)
 
 
 def check_reward_function(name: str, obj: Any, plugin: str) -> None:

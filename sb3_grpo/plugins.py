@@ -35,6 +35,7 @@ import pluggy
 from sb3_grpo import hookspecs
 from sb3_grpo.plugin_checks import (
     check_estimator,
+    check_requires,
     check_reward_function,
     check_reward_function_signature,
     check_snapshotter,
@@ -69,6 +70,7 @@ __all__ = [
     "unregister_advantage_estimator",
     "unregister_plugin",
     "unregister_reward_function",
+    "unregister_state_snapshot",
 ]
 
 ENTRY_POINT_GROUP = "sb3_grpo"
@@ -158,8 +160,9 @@ def _entry_point_source(ep: importlib.metadata.EntryPoint) -> str:
 def load_plugins() -> None:
     """Register the built-in plugins and the installed ones (once; later calls do nothing).
 
-    :raises PluginError: if a plugin fails to import, two installed plugins share an entry-point name, or a
-        plugin implements a hook that does not exist (a typo in a hook name).
+    :raises PluginError: if a plugin fails to import, or a plugin implements a hook that does not exist (a typo in a
+        hook name). Two installed distributions that declare the same entry-point name are both loaded, with a
+        :class:`PluginWarning`.
     """
     global _loaded
     with _lock:
@@ -171,13 +174,20 @@ def load_plugins() -> None:
         seen: dict[str, str] = {}
         for ep in _selected_entry_points():
             source = _entry_point_source(ep)
-            if ep.name in seen:
-                raise PluginError(
-                    f"Two installed distributions declare the sb3_grpo plugin {ep.name!r}: {seen[ep.name]} and {source}. "
-                    "Uninstall one of them."
+            name = ep.name
+            if name in seen:
+                # Both load, the second under a name of its own: a name both register is unusable (an error naming
+                # both when it is used), every other name works.
+                name = f"{ep.name} ({source})"
+                warnings.warn(
+                    f"Two installed distributions declare the sb3_grpo plugin {ep.name!r}: {seen[ep.name]} and "
+                    f"{source}. Both are loaded (the second as {name!r}); a name both register is unusable. Uninstall "
+                    "one of them.",
+                    PluginWarning,
+                    stacklevel=3,
                 )
-            seen[ep.name] = source
-            if pm.get_plugin(ep.name) is not None:
+            seen.setdefault(ep.name, source)
+            if pm.get_plugin(name) is not None:
                 continue
             try:
                 plugin = ep.load()
@@ -186,9 +196,11 @@ def load_plugins() -> None:
                     f"The sb3_grpo plugin {ep.name!r} ({source}, entry point {ep.value!r}) failed to import: {exc!r}. "
                     f"Fix or uninstall it, or leave it out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
                 ) from exc
-            pm.register(plugin, name=ep.name)
-            _plugin_sources[ep.name] = source
-            _warn_if_no_hooks(plugin, ep.name, f"{source}, entry point {ep.value!r}")
+            if pm.is_registered(plugin):
+                continue  # the same module, declared twice: its hooks run once
+            pm.register(plugin, name=name)
+            _plugin_sources[name] = source
+            _warn_if_no_hooks(plugin, name, f"{source}, entry point {ep.value!r}")
         try:
             pm.check_pending()
         except pluggy.PluginValidationError as exc:
@@ -278,7 +290,14 @@ def _warn_if_no_hooks(plugin: Any, name: str, where: str) -> None:
 def register_plugin(plugin: Any, name: str | None = None) -> str:
     """Register a plugin object (a module or instance holding ``@hookimpl`` functions) in this process.
 
+    Its hooks run at once: a plugin whose hook raises, or that registers an invalid name or object, is refused here
+    (and left unregistered), with an error naming it and the problem. A name it registers that another plugin
+    registers too is unusable from then on (an error naming both when it is used); a :class:`PluginWarning` says so
+    at once, and every other name stays usable.
+
     :return: the name it was registered under (use it with :func:`unregister_plugin`).
+    :raises PluginError: for a plugin already registered, a hook that sb3_grpo does not define, a hook that raises
+        or an invalid registration.
     """
     load_plugins()
     with _lock:
@@ -286,19 +305,39 @@ def register_plugin(plugin: Any, name: str | None = None) -> str:
             registered = pm.register(plugin, name=name)
         except ValueError as exc:
             raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}") from exc
+        assert registered is not None  # pluggy returns None only for a name blocked with pm.set_blocked
         try:
             pm.check_pending()
         except pluggy.PluginValidationError as exc:
             pm.unregister(name=registered)
             raise PluginError(f"Plugin {registered!r} implements a hook that sb3_grpo does not define: {exc}") from exc
-        _warn_if_no_hooks(plugin, registered, "registered in-process")  # type: ignore[arg-type]
+        try:
+            for registry in _REGISTRIES:
+                registry.probe(registered)
+        except PluginError as exc:
+            pm.unregister(name=registered)
+            _invalidate()
+            raise PluginError(f"Cannot register plugin {registered!r}: {exc} It was not registered.") from exc
+        _warn_if_no_hooks(plugin, registered, "registered in-process")
         _invalidate()
-        return registered  # type: ignore[return-value]
+        for registry in _REGISTRIES:  # build now, so that a name this plugin clashes on is warned about at once
+            with contextlib.suppress(PluginError):  # another plugin's fault: reported when its registry is used
+                registry.entries  # noqa: B018
+        return registered
 
 
 def unregister_plugin(name: str) -> None:
-    """Remove a plugin registered with :func:`register_plugin`."""
+    """Remove a plugin registered with :func:`register_plugin`.
+
+    :raises KeyError: if no plugin of that name is registered.
+    """
     with _lock:
+        if pm.get_plugin(name) is None:
+            in_process = [n for n, _ in pm.list_name_plugin() if plugin_source(n) == IN_PROCESS]
+            raise KeyError(
+                f"No sb3_grpo plugin named {name!r} is registered. Registered in-process: "
+                f"{', '.join(map(repr, in_process)) or '(none)'}."
+            )
         pm.unregister(name=name)
         _invalidate()
 
@@ -317,7 +356,12 @@ class _Entry:
 
 
 class _Registry:
-    """Names -> objects of one kind, built from one hook plus in-process registrations."""
+    """Names -> objects of one kind, built from one hook plus in-process registrations.
+
+    A name that two plugins register is a clash: it is left out of :attr:`entries` (so no plugin's object is used in
+    its place), :meth:`lookup` raises an error naming both plugins, and a :class:`PluginWarning` says so when the
+    registry is built; every other name stays usable.
+    """
 
     def __init__(self, kind: str, hook_name: str, validate: Callable[[str, Any, str], None]):
         self.kind = kind
@@ -327,10 +371,42 @@ class _Registry:
         self._local: dict[str, _Entry] = {}
         #: plugin name -> the names its hook registered (set when the registry is built; for :func:`list_plugins`)
         self.registered_by: dict[str, list[str]] = {}
+        #: name -> the plugins that claim it (two or more), when the registry was built
+        self.clashes: dict[str, list[str]] = {}
+        self._warned: set[tuple[str, ...]] = set()
+
+    def _run(self, impl: Any, register: Callable[[str, Any], None]) -> None:
+        """Call one plugin's hook with ``register``, turning what it raises into a :class:`PluginError` naming it."""
+        try:
+            impl.function(*[{"register": register}[arg] for arg in impl.argnames])
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"Plugin {impl.plugin_name!r} raised while registering {self.kind}s: {exc!r}") from exc
+
+    def probe(self, plugin_name: str) -> list[str]:
+        """Run the hook of one plugin alone and check what it registers (names, objects, a name registered twice).
+
+        :return: the names it registers.
+        :raises PluginError: naming the plugin and the problem.
+        """
+        names: dict[str, _Entry] = {}
+        for impl in getattr(pm.hook, self.hook_name).get_hookimpls():
+            if impl.plugin_name != plugin_name:
+                continue
+
+            def register(name: str, obj: Any) -> None:
+                if isinstance(name, str) and name in names:
+                    raise PluginError(f"Plugin {plugin_name!r} registers the {self.kind} name {name!r} twice.")
+                names[name] = self._checked(name, obj, plugin_name)
+
+            self._run(impl, register)
+        return list(names)
 
     def _build(self) -> dict[str, _Entry]:
         load_plugins()
         entries: dict[str, _Entry] = {}
+        clashes: dict[str, list[str]] = {}
         self.registered_by = {}
         hook = getattr(pm.hook, self.hook_name)
         for impl in hook.get_hookimpls():  # in registration order: built-ins first
@@ -338,39 +414,59 @@ class _Registry:
             self.registered_by.setdefault(plugin_name, [])
 
             def register(name: str, obj: Any, _plugin: str = plugin_name) -> None:
-                self._add(entries, name, obj, _plugin)
+                entry = self._checked(name, obj, _plugin)
+                self._claim(entries, clashes, entry)
                 self.registered_by[_plugin].append(name)
 
-            try:
-                impl.function(*[{"register": register}[arg] for arg in impl.argnames])
-            except PluginError:
-                raise
-            except Exception as exc:
-                raise PluginError(f"Plugin {plugin_name!r} raised while registering {self.kind}s: {exc!r}") from exc
+            self._run(impl, register)
         for name, entry in self._local.items():
-            if name in entries and not entry.shadows:
-                raise PluginError(
-                    f"The {self.kind} name {name!r} registered in-process is already provided by plugin "
-                    f"{entries[name].plugin!r}. Choose another name, or pass replace=True."
-                )
-            entries[name] = entry
+            if entry.shadows:  # replace=True: in this process, this object is the one the name means
+                clashes.pop(name, None)
+                entries[name] = entry
+            else:
+                self._claim(entries, clashes, entry)
+        self.clashes = clashes
+        for name, plugins in clashes.items():
+            key = (name, *plugins)
+            if key not in self._warned:
+                self._warned.add(key)
+                warnings.warn(self._clash_message(name, plugins), PluginWarning, stacklevel=4)
         return entries
 
-    def _add(self, entries: dict[str, _Entry], name: str, obj: Any, plugin: str) -> None:
+    @staticmethod
+    def _claim(entries: dict[str, _Entry], clashes: dict[str, list[str]], entry: _Entry) -> None:
+        """Add ``entry``, or record a clash when another plugin claims its name already."""
+        if entry.name in clashes:
+            clashes[entry.name].append(entry.plugin)
+        elif entry.name in entries:
+            clashes[entry.name] = [entries.pop(entry.name).plugin, entry.plugin]
+        else:
+            entries[entry.name] = entry
+
+    def _clash_message(self, name: str, plugins: list[str]) -> str:
+        who = " and ".join(_describe(p) for p in plugins)
+        count = "Two" if len(plugins) == 2 else str(len(plugins))
+        fixes = []
+        if any(plugin_source(p) == IN_PROCESS and p != IN_PROCESS for p in plugins):
+            fixes.append("unregister one (sb3_grpo.unregister_plugin(<its name>))")
+        if any(plugin_source(p) not in (IN_PROCESS, "built-in") for p in plugins):
+            fixes.append(f"uninstall one, or leave one out with {LOAD_PLUGINS_ENV}=<the plugins you want>")
+        fixes.append("rename one")
+        return (
+            f"{count} plugins claim the {self.kind} name {name!r}: {who}. The name is unusable until only one provides "
+            f"it (every other name works): {', or '.join(fixes)}."
+        )
+
+    def _checked(self, name: str, obj: Any, plugin: str) -> _Entry:
+        """An entry for ``obj``, after checking its name and the object (:raises PluginError: naming the plugin)."""
+        who = "An in-process registration" if plugin == IN_PROCESS else f"Plugin {plugin!r}"
         if not isinstance(name, str) or not name or name != name.strip():
-            raise PluginError(
-                f"Plugin {plugin!r} registered a {self.kind} with an invalid name {name!r}: use a non-empty string."
-            )
-        if name in entries:
-            raise PluginError(
-                f"Two plugins claim the {self.kind} name {name!r}: {_describe(entries[name].plugin)} and "
-                f"{_describe(plugin)}. Uninstall one, or leave one out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
-            )
+            raise PluginError(f"{who} registered a {self.kind} with an invalid name {name!r}: use a non-empty string.")
         try:
             self.validate(name, obj, plugin)
         except (TypeError, ValueError) as exc:
-            raise PluginError(f"Plugin {plugin!r} registered an invalid {self.kind} {name!r}: {exc}") from exc
-        entries[name] = _Entry(name, obj, plugin)
+            raise PluginError(f"{who} registered an invalid {self.kind} {name!r}: {exc}") from exc
+        return _Entry(name, obj, plugin)
 
     @property
     def entries(self) -> dict[str, _Entry]:
@@ -384,6 +480,8 @@ class _Registry:
 
     def lookup(self, name: str) -> _Entry:
         entries = self.entries
+        if name in self.clashes:
+            raise PluginError(self._clash_message(name, self.clashes[name]))
         if name not in entries:
             raise UnknownNameError(
                 f"Unknown {self.kind} {name!r}. Available: {', '.join(sorted(entries)) or '(none)'}. "
@@ -396,22 +494,26 @@ class _Registry:
             if name in self._local and not replace:
                 raise PluginError(f"A {self.kind} named {name!r} is already registered in-process; pass replace=True.")
             entries = self.entries
-            if name in entries and entries[name].plugin != IN_PROCESS and not replace:
+            owners = self.clashes.get(name) or ([entries[name].plugin] if name in entries else [])
+            owners = [p for p in owners if p != IN_PROCESS]
+            if owners and not replace:
                 raise PluginError(
-                    f"The {self.kind} name {name!r} is already provided by plugin {entries[name].plugin!r}; "
-                    "choose another name, or pass replace=True to shadow it in this process."
+                    f"The {self.kind} name {name!r} is already provided by plugin "
+                    f"{' and '.join(map(repr, owners))}; choose another name, or pass replace=True to shadow it in "
+                    "this process."
                 )
-            probe: dict[str, _Entry] = {}
-            self._add(probe, name, obj, IN_PROCESS)
-            probe[name].shadows = replace
-            self._local[name] = probe[name]
-            if self._entries is not None:
-                self._entries[name] = probe[name]
+            entry = self._checked(name, obj, IN_PROCESS)
+            entry.shadows = replace
+            self._local[name] = entry
+            self._entries = None
 
     def unregister_local(self, name: str) -> None:
         with _lock:
             if name not in self._local:
-                raise KeyError(f"No {self.kind} named {name!r} was registered in-process.")
+                raise KeyError(
+                    f"No {self.kind} named {name!r} was registered in-process. Registered in-process: "
+                    f"{', '.join(map(repr, sorted(self._local))) or '(none)'}."
+                )
             del self._local[name]
             self._entries = None
 
@@ -459,8 +561,11 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
         entry = _estimators.lookup(name_or_obj)
         factory, label, plugin = entry.obj, name_or_obj, entry.plugin
     else:
-        check_estimator(getattr(name_or_obj, "__name__", type(name_or_obj).__name__), name_or_obj, IN_PROCESS)
         factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
+        try:
+            check_estimator(label, name_or_obj, IN_PROCESS)
+        except TypeError as exc:
+            raise TypeError(f"Advantage estimator {label!r} is not usable: {exc}") from None
     if is_estimator_instance(factory):
         if kwargs:
             raise TypeError(f"advantage_kwargs {sorted(kwargs)} cannot be applied to the estimator instance {factory!r}.")
@@ -479,6 +584,11 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     estimator = factory(**kwargs)
     if not is_estimator_instance(estimator):
         raise TypeError(f"Advantage estimator {label!r} produced {estimator!r}, which has no requires/compute.")
+    try:
+        if estimator.requires is not None:
+            check_requires(estimator.requires)  # an instance may set its needs in __init__
+    except TypeError as exc:
+        raise TypeError(f"Advantage estimator {label!r}: {exc}") from None
     return _stamp(estimator, name_or_obj, plugin)
 
 
@@ -536,6 +646,11 @@ def register_state_snapshot(name: str, snapshotter: Any, replace: bool = False) 
     _snapshots.register_local(name, snapshotter, replace)
 
 
+def unregister_state_snapshot(name: str) -> None:
+    """Remove a state snapshotter registered with :func:`register_state_snapshot`."""
+    _snapshots.unregister_local(name)
+
+
 def registered_advantage_estimators() -> dict[str, Any]:
     """Every registered advantage estimator: name -> the registered class, factory or instance."""
     return {name: entry.obj for name, entry in _estimators.entries.items()}
@@ -570,4 +685,7 @@ def _reset_for_tests() -> None:
         _estimators._local.clear()
         _reward_functions._local.clear()
         _snapshots._local.clear()
+        for registry in _REGISTRIES:
+            registry._warned.clear()
+            registry.clashes = {}
         _invalidate()

@@ -115,17 +115,21 @@ def test_unknown_name_lists_what_exists(fresh_plugins):
 
 def test_two_plugins_claiming_one_name_are_both_named(fresh_plugins):
     sb3_grpo.register_plugin(EstimatorPlugin(), name="first-plugin")
-    sb3_grpo.register_plugin(EstimatorPlugin(), name="second-plugin")
+    with pytest.warns(sb3_grpo.PluginWarning, match=r"Two plugins claim the advantage estimator name 'median'"):
+        sb3_grpo.register_plugin(EstimatorPlugin(), name="second-plugin")
+    assert "median" not in sb3_grpo.available_advantage_estimators()  # unusable, and nothing else breaks
+    assert sb3_grpo.get_advantage_estimator("gae") is not None
     with pytest.raises(
         PluginError,
         match=r"Two plugins claim the advantage estimator name 'median': 'first-plugin' \(registered in-process\) and "
         r"'second-plugin' \(registered in-process\)",
     ):
-        sb3_grpo.available_advantage_estimators()
+        sb3_grpo.get_advantage_estimator("median")
 
 
 def test_a_plugin_clashing_with_a_builtin_is_named(fresh_plugins):
-    sb3_grpo.register_plugin(EstimatorPlugin(name="gae"), name="shadow-plugin")
+    with pytest.warns(sb3_grpo.PluginWarning, match=r"advantage estimator name 'gae'"):
+        sb3_grpo.register_plugin(EstimatorPlugin(name="gae"), name="shadow-plugin")
     with pytest.raises(
         PluginError, match=r"'gae': 'sb3_grpo.default_plugins.advantage_estimators' \(built-in\) and 'shadow-plugin'"
     ):
@@ -138,11 +142,14 @@ def test_a_plugin_that_raises_is_named(fresh_plugins):
         def register_reward_functions(self, register):
             raise RuntimeError("database unreachable")
 
-    sb3_grpo.register_plugin(Raising(), name="flaky-plugin")
     with pytest.raises(
-        PluginError, match=r"Plugin 'flaky-plugin' raised while registering reward functions: .*database unreachable"
+        PluginError,
+        match=r"Cannot register plugin 'flaky-plugin': Plugin 'flaky-plugin' raised while registering reward functions: "
+        r".*database unreachable",
     ):
-        sb3_grpo.available_reward_functions()
+        sb3_grpo.register_plugin(Raising(), name="flaky-plugin")
+    assert sb3_grpo.plugins.pm.get_plugin("flaky-plugin") is None
+    assert "episodic_return" in sb3_grpo.available_reward_functions()
 
 
 class TwoArgCompute(AdvantageEstimator):
@@ -178,10 +185,11 @@ class UnknownNeed(AdvantageEstimator):
     ],
 )
 def test_wrong_signatures_fail_at_registration(fresh_plugins, plugin, match):
-    sb3_grpo.register_plugin(plugin, name="bad-plugin")
     with pytest.raises(PluginError, match=match):
-        sb3_grpo.available_advantage_estimators()
-        sb3_grpo.available_reward_functions()
+        sb3_grpo.register_plugin(plugin, name="bad-plugin")
+    assert sb3_grpo.plugins.pm.get_plugin("bad-plugin") is None
+    sb3_grpo.available_advantage_estimators()
+    sb3_grpo.available_reward_functions()
 
 
 def test_unknown_hook_name_is_refused(fresh_plugins):
@@ -325,6 +333,11 @@ PLUGIN_MODULES = {
     "othermarker_mod.py": (
         "import pluggy\nhookimpl = pluggy.HookimplMarker('llm')\n\n"
         "@hookimpl\ndef register_reward_functions(register):\n    register('other_reward', lambda t: 1.0)\n"
+    ),
+    # an installed plugin whose hook raises
+    "raising_mod.py": (
+        "from sb3_grpo import hookimpl\n\n"
+        "@hookimpl\ndef register_reward_functions(register):\n    raise RuntimeError('database unreachable')\n"
     ),
     # the entry point names the package, the hooks are in its hooks module
     "hookspkg/__init__.py": "",
@@ -483,15 +496,11 @@ def test_cli_runs_as_a_module():
     assert expected in run.stdout
 
 
-def test_cli_reports_plugin_errors(fresh_plugins, capsys):
+def test_cli_reports_plugin_errors(fake_entry_points, monkeypatch, capsys):
     from sb3_grpo.cli import main
 
-    class Raising:
-        @hookimpl
-        def register_reward_functions(self, register):
-            raise RuntimeError("database unreachable")
-
-    sb3_grpo.register_plugin(Raising(), name="flaky")
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    fake_entry_points(flaky="raising_mod")
     assert main(["plugins"]) == 1
     assert "sb3-grpo: error: Plugin 'flaky' raised while registering reward functions" in capsys.readouterr().err
 
