@@ -23,6 +23,7 @@ from sb3_grpo import (
     ExactTRPO,
     OnlineDPO,
     PluginError,
+    PluginWarning,
     hookimpl,
 )
 
@@ -55,29 +56,30 @@ class Median(AdvantageEstimator):
 
 
 class Plugin:
-    """A plugin registering ``estimators`` / ``rewards`` / ``snapshotters`` (name -> object), or raising ``error``."""
+    """A plugin registering ``estimators`` / ``rewards`` / ``snapshotters`` (name -> object), or raising ``error`` in
+    the hook of the kind ``error_in``."""
 
-    def __init__(self, estimators=None, rewards=None, snapshotters=None, error=None):
+    def __init__(self, estimators=None, rewards=None, snapshotters=None, error=None, error_in=None):
         self.estimators, self.rewards, self.snapshotters = estimators or {}, rewards or {}, snapshotters or {}
-        self.error = error
+        self.error, self.error_in = error, error_in
 
-    def _register(self, register, objects):
-        if self.error is not None:
+    def _register(self, register, objects, kind):
+        if self.error is not None and self.error_in == kind:
             raise self.error
         for name, obj in objects.items():
             register(name, obj)
 
     @hookimpl
     def register_advantage_estimators(self, register):
-        self._register(register, self.estimators)
+        self._register(register, self.estimators, "estimators")
 
     @hookimpl
     def register_reward_functions(self, register):
-        self._register(register, self.rewards)
+        self._register(register, self.rewards, "rewards")
 
     @hookimpl
     def register_state_snapshots(self, register):
-        self._register(register, self.snapshotters)
+        self._register(register, self.snapshotters, "snapshotters")
 
 
 @pytest.fixture
@@ -140,3 +142,265 @@ def test_a_saved_model_names_every_missing_plugin_object_at_once(tmp_path, monke
     # the one replacement named is enough: its stored copies and the estimator built from it follow it
     loaded = REINFORCE.load(tmp_path / "model.zip", device="cpu", custom_objects={"baseline": "batch_mean"})
     assert loaded.baseline == "batch_mean" and type(loaded._estimator).__name__ == "RewardToGoBaseline"
+
+
+# -------------------------------------------------------------------------
+# register_plugin: refused when a hook raises or registers something invalid; clashes make one name unusable
+# -------------------------------------------------------------------------
+
+KINDS = {
+    "estimators": ("advantage estimator", lambda: sb3_grpo.available_advantage_estimators()),
+    "rewards": ("reward function", lambda: sb3_grpo.available_reward_functions()),
+    "snapshotters": ("state snapshotter", lambda: sb3_grpo.plugins.available_state_snapshots()),
+}
+
+
+class StringRequires(AdvantageEstimator):
+    requires = "values"
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=inputs.rewards)
+
+
+def plain_advantages(inputs):
+    return inputs.rewards
+
+
+class ScoreClass:
+    def __call__(self, trajectory):
+        return 1.0
+
+
+class Snap:
+    def supports(self, env):
+        return False
+
+    def get(self, env):
+        return None
+
+    def set(self, env, state):
+        return None
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("cls", ALL, ids=_ids)
+def test_a_plugin_whose_hook_raises_is_refused_and_nothing_else_breaks(registered, kind, cls):
+    what, available = KINDS[kind]
+    with pytest.raises(
+        PluginError,
+        match=rf"Cannot register plugin 'flaky': Plugin 'flaky' raised while registering {what}s: RuntimeError\('down'\)"
+        r".* It was not registered.",
+    ):
+        registered(Plugin(error=RuntimeError("down"), error_in=kind), name="flaky")
+    assert sb3_grpo.plugins.pm.get_plugin("flaky") is None
+    available()
+    _new(cls)  # the next, unrelated lookup (the algorithm's defaults) works
+
+
+@pytest.mark.parametrize(
+    "plugin, match",
+    [
+        (Plugin(estimators={"stringy": StringRequires}), r"invalid advantage estimator 'stringy': requires must be a set "
+         r"\(a collection\) of names such as \{'values'\}.*got 'values'.*frozenset\(\{'values'\}\)"),
+        (Plugin(estimators={"plain": plain_advantages}), r"invalid advantage estimator 'plain': plain_advantages\(inputs\) "
+         r"is a function with required arguments, not an estimator: an advantage estimator is a class whose instances "
+         r"have a `requires` set"),
+        (Plugin(estimators={"lambda": lambda: 3}), r"<lambda> is a function that returns 3 \(a int\), not an estimator"),
+        (Plugin(rewards={"score_class": ScoreClass}), r"invalid reward function 'score_class'.*ScoreClass is a class: "
+         r"register an instance \(ScoreClass\(\)\)"),
+        (Plugin(snapshotters={"bad": plain_advantages}), r"invalid state snapshotter 'bad': a state snapshotter needs "
+         r"supports\(env\), get\(env\) and set\(env, state\)"),
+        (Plugin(rewards={" padded ": lambda t: 1.0}), r"registered a reward function with an invalid name ' padded '"),
+        (Plugin(snapshotters={"": Snap}), r"registered a state snapshotter with an invalid name ''"),
+    ],
+    ids=["requires_string", "plain_function", "factory_not_estimator", "reward_class", "snapshot_function",
+         "reward_name", "snapshot_name"],
+)  # fmt: skip
+def test_a_plugin_registering_an_invalid_object_is_refused_at_registration(registered, plugin, match):
+    with pytest.raises(PluginError, match=r"Cannot register plugin 'bad-plugin': Plugin 'bad-plugin' " + f"(.*){match}"):
+        registered(plugin, name="bad-plugin")
+    assert sb3_grpo.plugins.pm.get_plugin("bad-plugin") is None
+    for _what, available in KINDS.values():
+        available()
+
+
+@pytest.mark.parametrize("cls", ALL, ids=_ids)
+def test_a_name_two_plugins_claim_is_unusable_and_nothing_else_breaks(registered, cls):
+    objects = dict(estimators={"median": Median}, rewards={"length": lambda t: float(t.length)}, snapshotters={"snap": Snap})
+    registered(Plugin(**objects), name="first")
+    with pytest.warns(PluginWarning) as record:
+        registered(Plugin(**objects), name="second")
+    messages = [str(w.message) for w in record]
+    for what, name in [("advantage estimator", "median"), ("reward function", "length"), ("state snapshotter", "snap")]:
+        assert any(
+            f"Two plugins claim the {what} name {name!r}: 'first' (registered in-process) and 'second' (registered "
+            "in-process)" in m
+            for m in messages
+        ), messages
+    assert "median" not in sb3_grpo.available_advantage_estimators()
+    _new(cls)  # defaults: an unrelated lookup works
+    with pytest.raises(PluginError, match=r"Two plugins claim the advantage estimator name 'median': 'first' .* 'second'"):
+        sb3_grpo.get_advantage_estimator("median")
+    with pytest.raises(PluginError, match=r"Two plugins claim the reward function name 'length': 'first' .* 'second'"):
+        sb3_grpo.get_reward_function("length")
+    if cls in GROUP_ALGOS:
+        with pytest.raises(PluginError, match=r"reward function name 'length': 'first' .* 'second'"):
+            _new(cls, reward_functions=["length"])
+    sb3_grpo.unregister_plugin("second")
+    assert "median" in sb3_grpo.available_advantage_estimators()  # usable again
+
+
+CLASHING_MODULES = {
+    "clash_a.py": "from sb3_grpo import hookimpl\n\n@hookimpl\ndef register_reward_functions(register):\n"
+    "    register('shared', lambda t: 1.0)\n    register('only_a', lambda t: 2.0)\n",
+    "clash_b.py": "from sb3_grpo import hookimpl\n\n@hookimpl\ndef register_reward_functions(register):\n"
+    "    register('shared', lambda t: 3.0)\n",
+}
+
+
+@pytest.fixture
+def entry_points(tmp_path, monkeypatch, fresh_plugins):
+    """``install(*(name, module))``: entry points of the ``sb3_grpo`` group naming modules written to ``tmp_path``."""
+    import importlib.metadata
+
+    for relative, text in CLASHING_MODULES.items():
+        (tmp_path / relative).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
+    real = importlib.metadata.entry_points
+
+    def install(*plugins):
+        eps = [importlib.metadata.EntryPoint(name=n, value=v, group="sb3_grpo") for n, v in plugins]
+        monkeypatch.setattr(
+            importlib.metadata, "entry_points", lambda **kw: eps if kw.get("group") == "sb3_grpo" else real(**kw)
+        )
+        fresh_plugins._reset_for_tests()
+
+    yield install
+    for name in CLASHING_MODULES:
+        sys.modules.pop(name.removesuffix(".py"), None)
+
+
+@pytest.mark.parametrize("cls", ALL, ids=_ids)
+def test_installed_plugins_claiming_one_name_break_only_that_name(entry_points, cls):
+    entry_points(("plugin_a", "clash_a"), ("plugin_b", "clash_b"))
+    with pytest.warns(PluginWarning, match=r"Two plugins claim the reward function name 'shared': 'plugin_a' .* and "
+                      r"'plugin_b' .*uninstall one, or leave one out with SB3_GRPO_LOAD_PLUGINS"):  # fmt: skip
+        names = sb3_grpo.available_reward_functions()
+    assert "only_a" in names and "shared" not in names
+    _new(cls)
+    sb3_grpo.list_plugins()
+    with pytest.raises(PluginError, match=r"reward function name 'shared': 'plugin_a' .* and 'plugin_b'"):
+        sb3_grpo.get_reward_function("shared")
+
+
+def test_two_distributions_declaring_one_plugin_name_both_load(entry_points):
+    entry_points(("dup", "clash_a"), ("dup", "clash_b"))
+    with pytest.warns(PluginWarning, match=r"Two installed distributions declare the sb3_grpo plugin 'dup'"):
+        sb3_grpo.plugins.load_plugins()
+    with pytest.warns(PluginWarning, match=r"reward function name 'shared': 'dup' .* and 'dup \(clash_b\)'"):
+        names = sb3_grpo.available_reward_functions()
+    assert "only_a" in names and "shared" not in names
+    assert sb3_grpo.get_advantage_estimator("gae") is not None
+
+
+def test_every_registry_verb_names_what_it_cannot_find(fresh_plugins):
+    with pytest.raises(KeyError, match=r"No sb3_grpo plugin named 'never-registered' is registered"):
+        sb3_grpo.unregister_plugin("never-registered")
+    with pytest.raises(KeyError, match=r"No state snapshotter named 'nope' was registered in-process"):
+        sb3_grpo.plugins.unregister_state_snapshot("nope")
+    sb3_grpo.plugins.register_state_snapshot("mine", Snap)
+    assert "mine" in sb3_grpo.plugins.available_state_snapshots()
+    sb3_grpo.plugins.unregister_state_snapshot("mine")
+    assert "mine" not in sb3_grpo.plugins.available_state_snapshots()
+    with pytest.raises(PluginError, match=r"invalid advantage estimator 'plain': plain_advantages\(inputs\) is a function"):
+        sb3_grpo.register_advantage_estimator("plain", plain_advantages)
+    with pytest.raises(PluginError, match=r"invalid advantage estimator 'stringy': requires must be a set"):
+        sb3_grpo.register_advantage_estimator("stringy", StringRequires)
+    with pytest.raises(PluginError, match=r"invalid reward function 'score_class'.*register an instance"):
+        sb3_grpo.register_reward_function("score_class", ScoreClass)
+    assert "plain" not in sb3_grpo.available_advantage_estimators()
+
+
+# -------------------------------------------------------------------------
+# Reward functions returning the wrong thing; arguments of the wrong type
+# -------------------------------------------------------------------------
+
+
+def score_and_info(trajectory):
+    return float(trajectory.length), {"length": trajectory.length}
+
+
+def score_dict(trajectory):
+    return {"score": 1.0}
+
+
+def score_string(trajectory):
+    return "1.0"
+
+
+def score_none(trajectory):
+    pass
+
+
+@pytest.mark.parametrize(
+    "fn, returned",
+    [
+        (score_and_info, r"returned \(\d+\.0, \{'length': \d+\}\) \(a tuple\) \(a \(score, info\) pair\? return the "
+         r"score alone\)"),
+        (score_dict, r"returned \{'score': 1.0\} \(a dict\)"),
+        (score_string, r"returned '1.0' \(a str\)"),
+        (score_none, r"returned None \(a missing return statement\?\)"),
+    ],
+    ids=["tuple", "dict", "str", "none"],
+)  # fmt: skip
+@pytest.mark.parametrize("cls", GROUP_ALGOS, ids=_ids)
+def test_a_reward_function_returning_no_number_is_named_with_the_trajectory(cls, fn, returned):
+    from sb3_grpo import RewardFunctionError
+
+    model = _new(cls, reward_functions=[fn])
+    with pytest.raises(
+        RewardFunctionError,
+        match=rf"Reward function '{fn.__name__}' {returned} on trajectory \d+ \(group \d+, member \d+, length \d+, "
+        r".*\); it must return one number",
+    ):
+        model.learn(16)
+
+
+CONTAINER_CASES = [
+    # (algorithms, argument, value, match)
+    (GROUP_ALGOS, "reward_weights", "[1.0, -1.0]", r"reward_weights must be a list of numbers .* got '\[1.0, -1.0\]' "
+     r"\(a str\). "
+     r"A list in quotes is a string: pass a list, e.g. reward_weights=\[1.0, -1.0\] \(in a zoo YAML file .*without quotes\)"),
+    (GROUP_ALGOS, "reward_weights", [1.0, "x"], r"reward_weights must be a list of numbers .* These entries are not: \['x'\]"),
+    (GROUP_ALGOS, "reward_functions", None, r"reward_functions must be a reward function .* or a list of them .* got None"),
+    (GROUP_ALGOS, "reward_functions", ["episodic_return", 3], r"reward_functions must be .* These entries are not: \[3\]"),
+    (ADVANTAGE_ALGOS, "advantage_kwargs", "{'eps': 0.1}", r"advantage_kwargs must be a dict of options .* got \"\{'eps': "
+     r"0.1\}\" \(a str\). A dict in quotes is a string: pass a dict"),
+    (ADVANTAGE_ALGOS, "advantage_estimator", None, r"advantage_estimator must be a registered estimator name, an "
+     r"estimator class .* got None"),
+    ([REINFORCE], "baseline_kwargs", ["decay", 0.5], r"baseline_kwargs must be a dict of options .* got \['decay', 0.5\] "
+     r"\(a list\)"),
+    ([REINFORCE], "baseline", 3, r"baseline must be a registered estimator name, .* got 3 \(a int\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cls, argument, value, match",
+    [(cls, argument, value, match) for classes, argument, value, match in CONTAINER_CASES for cls in classes],
+    ids=lambda v: v.__name__ if isinstance(v, type) else None,
+)
+def test_container_arguments_of_the_wrong_type_name_the_argument(cls, argument, value, match):
+    kwargs = {argument: value}
+    if argument == "baseline_kwargs":
+        kwargs["baseline"] = "reinforce_baseline"  # a registered estimator, which takes options
+    with pytest.raises(sb3_grpo.ArgumentTypeError, match=rf"{cls.__name__}: {match}"):
+        _new(cls, **kwargs)
+
+
+@pytest.mark.parametrize("cls", [*ADVANTAGE_ALGOS, REINFORCE], ids=_ids)
+def test_an_estimator_object_whose_requires_is_a_string_is_refused(cls):
+    argument = "baseline" if cls is REINFORCE else "advantage_estimator"
+    with pytest.raises(TypeError, match=r"'StringRequires' is not usable: requires must be a set \(a collection\) of "
+                       r"names such as \{'values'\}.*got 'values'"):  # fmt: skip
+        _new(cls, **{argument: StringRequires})

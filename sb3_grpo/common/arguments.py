@@ -9,7 +9,7 @@ each constructor and names the argument, the type it expects and the value it go
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,24 @@ _EXPECTED = {
     "int": "an integer",
     "float": "a number",
     "schedule": "a number or a schedule (a callable of the remaining progress, 1 to 0)",
+    "dict": "a dict of options (e.g. dict(eps=1e-8))",
+    "numbers": "a list of numbers (e.g. [1.0, -1.0])",
+    "functions": "a reward function (a registered name or a callable of the Trajectory) or a list of them "
+    "(e.g. ['episodic_return'])",
+    "estimator": "a registered estimator name, an estimator class (or factory) or an estimator instance",
 }
+#: The kinds that hold several values: a string for one of them is a list (or dict) written in quotes.
+_CONTAINERS = ("dict", "numbers", "functions")
 
 
 class ArgumentTypeError(TypeError, ValueError):
     """An argument of the wrong type. A ``TypeError``, and a ``ValueError`` too (like the algorithms' other argument
     errors), so that code catching either sees it."""
+
+
+def _is_list(value: Any) -> bool:
+    """A list, tuple, array or other iterable of values; not a string or a dict."""
+    return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))
 
 
 def _fits(value: Any, kind: str) -> bool:
@@ -43,6 +55,16 @@ def _fits(value: Any, kind: str) -> bool:
         return isinstance(value, numbers.Integral)
     if kind == "float":
         return isinstance(value, numbers.Real)
+    if kind == "dict":
+        return isinstance(value, Mapping)
+    if kind == "numbers":
+        return _is_list(value) and all(_fits(v, "float") for v in value)
+    if kind == "functions":
+        return _fits(value, "function") or (_is_list(value) and all(_fits(v, "function") for v in value))
+    if kind == "function":
+        return isinstance(value, str) or callable(value)
+    if kind == "estimator":
+        return isinstance(value, str) or callable(value) or (hasattr(value, "compute") and hasattr(value, "requires"))
     return isinstance(value, numbers.Real) or callable(value)  # "schedule"
 
 
@@ -50,8 +72,10 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
     """Raise :class:`ArgumentTypeError` for the first argument whose value is not of the kind expected.
 
     :param algorithm: the algorithm's name, which starts the message.
-    :param arguments: ``name -> (value, kind)``, kind one of ``"int"``, ``"float"`` (any real number) or
-        ``"schedule"`` (a real number or a callable), followed by ``"?"`` where ``None`` is accepted too.
+    :param arguments: ``name -> (value, kind)``, kind one of ``"int"``, ``"float"`` (any real number),
+        ``"schedule"`` (a real number or a callable), ``"dict"`` (options), ``"numbers"`` (a list of real numbers),
+        ``"functions"`` (reward functions: one name or callable, or a list of them) or ``"estimator"`` (a name, a
+        class or factory, or an instance), followed by ``"?"`` where ``None`` is accepted too.
     """
     for name, (value, kind) in arguments.items():
         optional = kind.endswith("?")
@@ -60,7 +84,17 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
             continue
         expected = _EXPECTED[kind] + (" or None" if optional else "")
         hint = ""
-        if isinstance(value, str):
+        if kind in _CONTAINERS and isinstance(value, str):
+            written = "a dict" if kind == "dict" else "a list"
+            if value.strip()[:1] in "[({" or kind == "numbers":
+                hint = (
+                    f" {written.capitalize()} in quotes is a string: pass {written}, e.g. {name}={value.strip()} (in a "
+                    "zoo YAML file or after -params, without quotes)."
+                )
+        elif kind in ("numbers", "functions") and _is_list(value):
+            bad = [v for v in value if not _fits(v, "float" if kind == "numbers" else "function")]
+            hint = f" These entries are not: {bad!r}." if bad else ""
+        elif isinstance(value, str) and kind not in ("estimator", "functions"):
             hint = (
                 f" A number in quotes is a string: write {name}={value.strip()} (in a zoo YAML file or after -params, "
                 "without quotes)."

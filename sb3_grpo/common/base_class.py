@@ -28,7 +28,13 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
 
 from sb3_grpo.common.advantages import check_estimator_needs
-from sb3_grpo.common.arguments import ArgumentTypeError, check_finite_observation, check_policy_kwargs, describe_schedule
+from sb3_grpo.common.arguments import (
+    ArgumentTypeError,
+    check_argument_types,
+    check_finite_observation,
+    check_policy_kwargs,
+    describe_schedule,
+)
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
@@ -70,7 +76,11 @@ def fitting_estimators(provides: frozenset[str]) -> list[str]:
 
 
 def make_advantage_estimator(
-    algorithm: str, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, provides: frozenset[str]
+    algorithm: str,
+    advantage_estimator: Any,
+    advantage_kwargs: dict[str, Any] | None,
+    provides: frozenset[str],
+    names: tuple[str, str] = ("advantage_estimator", "advantage_kwargs"),
 ) -> Any:
     """Resolve, instantiate and check an estimator for an algorithm.
 
@@ -78,9 +88,16 @@ def make_advantage_estimator(
     :param advantage_estimator: a registered name, an estimator class or an instance.
     :param advantage_kwargs: options for the estimator.
     :param provides: what the algorithm provides (:data:`CRITIC_PROVIDES` or :data:`GROUP_PROVIDES`).
+    :param names: the constructor arguments of the estimator and its options, for messages.
+    :raises sb3_grpo.common.arguments.ArgumentTypeError: for an estimator or options of the wrong type, naming the
+        argument.
     :raises sb3_grpo.common.advantages.EstimatorError: if the estimator needs something the algorithm lacks,
         naming both and listing the estimators that fit.
     """
+    check_argument_types(
+        algorithm,
+        {names[0]: (advantage_estimator, "estimator"), names[1]: (advantage_kwargs, "dict?")},
+    )
     estimator = get_advantage_estimator(advantage_estimator, **(advantage_kwargs or {}))
     check_estimator_needs(
         estimator, provides, algorithm, f"Estimators that fit {algorithm}: {', '.join(fitting_estimators(provides))}."
@@ -120,6 +137,8 @@ class AlgorithmMixin:
 
     #: What the algorithm hands to advantage estimators (a subset of :data:`sb3_grpo.common.advantages.NEEDS`).
     estimator_provides: ClassVar[frozenset[str]] = CRITIC_PROVIDES
+    #: The constructor arguments the estimator and its options come from, as messages name them.
+    estimator_arguments: ClassVar[tuple[str, str]] = ("advantage_estimator", "advantage_kwargs")
     #: Whether SB3's ``collect_rollouts`` runs (every env step is then checked for NaN and inf by the first callback
     #: of ``learn``); an algorithm with its own rollout checks the steps itself and sets this to ``False``.
     checks_steps_by_callback: ClassVar[bool] = True
@@ -156,6 +175,11 @@ class AlgorithmMixin:
 
     def _finish_init(self, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, setup_model: bool) -> None:
         """The end of every constructor: the estimator's arguments, the argument checks, then SB3's set-up."""
+        estimator_name, kwargs_name = self.estimator_arguments
+        check_argument_types(
+            self._algorithm_name,
+            {estimator_name: (advantage_estimator, "estimator?"), kwargs_name: (advantage_kwargs, "dict?")},
+        )
         self.advantage_estimator = advantage_estimator
         self.advantage_kwargs = advantage_kwargs
         self._check_arguments()
@@ -290,7 +314,11 @@ class AlgorithmMixin:
         """Resolve and check the advantage estimator (a loaded model keeps its own, possibly stateful, one)."""
         if getattr(self, "_estimator", None) is None:
             self._estimator = make_advantage_estimator(
-                self._algorithm_name, self.advantage_estimator, self.advantage_kwargs, self.estimator_provides
+                self._algorithm_name,
+                self.advantage_estimator,
+                self.advantage_kwargs,
+                self.estimator_provides,
+                self.estimator_arguments,
             )
 
     def _setup_model(self) -> None:

@@ -80,23 +80,46 @@ def score_trajectory(fn: Callable, trajectory: Trajectory, name: str | None = No
         raise RewardFunctionError(f"Reward function {label!r} on {trajectory.describe()}: {exc}") from exc
     except Exception as exc:
         raise RewardFunctionError(f"Reward function {label!r} raised on {trajectory.describe()}: {exc!r}") from exc
-    out = np.asarray(raw, dtype=np.float64)
     length = trajectory.length
+    out = _as_rewards(raw, label, trajectory)
     if out.ndim == 0 or (out.shape == (1,) and length != 1):
         per_step = np.zeros(length, dtype=np.float64)
         per_step[-1] = float(out.reshape(-1)[0])
     elif out.shape == (length,):
         per_step = out
     else:
+        pair = " (a (score, info) pair? return the score alone)" if isinstance(raw, tuple) and len(raw) == 2 else ""
         raise RewardFunctionError(
-            f"Reward function {label!r} returned shape {out.shape} on {trajectory.describe()}; it must return a float "
-            f"or an array of shape ({length},)."
+            f"Reward function {label!r} returned shape {out.shape}{pair} on {trajectory.describe()}; it must return one "
+            f"number (a float for the whole trajectory) or an array of shape ({length},)."
         )
     if not np.all(np.isfinite(per_step)):
         raise RewardFunctionError(
             f"Reward function {label!r} returned a non-finite value ({raw!r}) on {trajectory.describe()}."
         )
     return per_step
+
+
+def _as_rewards(raw: Any, label: str, trajectory: Trajectory) -> np.ndarray:
+    """``raw`` as a float64 array, or an error naming the function, the trajectory and what it returned."""
+    shown = repr(raw)
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    problem = None
+    if raw is None:
+        problem = "returned None (a missing return statement?)"
+    elif isinstance(raw, (str, bytes, dict)):
+        problem = f"returned {shown} (a {type(raw).__name__})"
+    else:
+        try:
+            return np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError):
+            pair = " (a (score, info) pair? return the score alone)" if isinstance(raw, tuple) else ""
+            problem = f"returned {shown} (a {type(raw).__name__}){pair}"
+    raise RewardFunctionError(
+        f"Reward function {label!r} {problem} on {trajectory.describe()}; it must return one number (a float for the "
+        f"whole trajectory) or an array of per-step rewards of shape ({trajectory.length},)."
+    )
 
 
 class RewardCombiner:

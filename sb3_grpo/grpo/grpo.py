@@ -203,6 +203,7 @@ class GRPO(GroupSamplingAlgorithm):
                 beta=(beta, "float"),
                 ref_update_interval=(ref_update_interval, "int?"),
                 target_kl=(target_kl, "float?"),
+                advantage_kwargs=(advantage_kwargs, "dict?"),  # copied with dict() below: check it first
             ),
         )
         super().__init__(

@@ -245,6 +245,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         "MultiInputPolicy": MultiInputPolicy,
     }
     estimator_provides = EPISODE_PROVIDES
+    estimator_arguments = ("baseline", "baseline_kwargs")
     policy: ActorPolicy  # type: ignore[assignment]
     rollout_buffer: EpisodeBuffer  # type: ignore[assignment]
     #: ``num_timesteps`` past which this ``learn`` is warned about (see :meth:`_setup_learn`); ``None``: no warning

@@ -131,6 +131,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 sde_sample_freq=(sde_sample_freq, "int"),
                 max_sampling_rounds=(max_sampling_rounds, "int"),
                 stats_window_size=(stats_window_size, "int"),
+                reward_functions=(reward_functions, "functions"),
+                reward_weights=(reward_weights, "numbers?"),
             ),
         )
         super().__init__(
