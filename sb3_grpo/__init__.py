@@ -8,6 +8,7 @@ from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
 from sb3_grpo.common.arguments import ArgumentTypeError
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
+from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.common.snapshots import SnapshotError
 from sb3_grpo.common.worker_faults import WorkerDiedError
 from sb3_grpo.exact_trpo import ExactTRPO
@@ -45,6 +46,7 @@ __all__ = [
     "ArgumentTypeError",
     "EstimatorError",
     "ExactTRPO",
+    "KLAdaptiveLR",
     "NonReproducibleResetError",
     "OnlineDPO",
     "PluginError",

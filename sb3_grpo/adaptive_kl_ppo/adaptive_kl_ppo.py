@@ -449,6 +449,7 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
         measured_kl = self._measure_kl(n_samples)
         self._kl_controller.kl_coef = beta  # model.kl_coef is authoritative (it may have been set by hand)
         self.kl_coef = self._kl_controller.update(measured_kl, n_steps=n_samples)
+        self._adapt_learning_rate(measured_kl)
 
         explained_var = explained_variance(self.rollout_buffer.values.flatten(), self.rollout_buffer.returns.flatten())
         self.logger.record("train/kl_coef", beta)

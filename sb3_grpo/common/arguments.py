@@ -158,9 +158,9 @@ def check_policy_kwargs(algorithm: str, policy_kwargs: Any) -> None:
     bad = [size for size in layers if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1]
     if bad:
         raise ValueError(
-            f"{algorithm}: policy_kwargs['net_arch'] = {net_arch!r} has layer size(s) {bad!r}: every hidden layer needs "
-            "an integer size >= 1 (a layer of 0 units cuts the network off from the observation). Use [] for no "
-            "hidden layer."
+            f"{algorithm}: policy_kwargs['net_arch'] = {net_arch!r} has layer size(s) {bad!r}: net_arch must be a list of "
+            "positive layer sizes (integers >= 1: a layer of 0 units cuts the network off from the observation), or "
+            "dict(pi=[...], vf=[...]) of such lists. Use [] for no hidden layer."
         )
 
 

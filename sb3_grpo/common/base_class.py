@@ -39,6 +39,7 @@ from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferM
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
 from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
+from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.common.worker_faults import install_fault_reports
 from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
 
@@ -248,6 +249,14 @@ class AlgorithmMixin:
             f"at remaining progress {progress:.4g} (1 at the start of learn(), 0 at its end); {name} must be {bound} "
             f"at every progress in [0, 1]{ascent}. Fix the schedule, e.g. clamp it at its end value."
         )
+
+    def _adapt_learning_rate(self, kl: float) -> None:
+        """Hand the KL divergence of the update just made to a :class:`~sb3_grpo.common.schedules.KLAdaptiveLR`
+        learning rate (nothing for any other schedule); every algorithm whose ``learning_rate`` steps the policy calls
+        it at the end of ``train``."""
+        schedule = getattr(self, "learning_rate", None)
+        if isinstance(schedule, KLAdaptiveLR):
+            schedule.update(kl)
 
     def _update_learning_rate(self, optimizers: list[th.optim.Optimizer] | th.optim.Optimizer) -> None:
         self._scheduled("learning_rate", self.lr_schedule, getattr(self, "learning_rate", None))

@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
+from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.exact_trpo.actor import (
     actor_parameters,
     closed_form_fisher_problem,
@@ -237,6 +238,12 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
     def _check_arguments(self) -> None:
         fail = self._fail
         self._check_shared_arguments(gradient_clipping=False)  # TRPO clips no gradient
+        if isinstance(self.learning_rate, KLAdaptiveLR):
+            fail(
+                f"learning_rate={self.learning_rate!r} sizes steps by the policy's KL divergence, but ExactTRPO's policy "
+                "step is already sized by its KL (target_kl, the trust region) and learning_rate is the critic's. Set "
+                "target_kl for the policy and a number or a schedule of the progress as learning_rate."
+            )
         if self.fisher_solver not in FISHER_SOLVERS:
             fail(f"fisher_solver must be one of {FISHER_SOLVERS}, got {self.fisher_solver!r}")
         if not self.target_kl > 0:

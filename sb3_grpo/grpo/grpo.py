@@ -396,6 +396,8 @@ class GRPO(GroupSamplingAlgorithm):
             if not continue_training:
                 break
 
+        if approx_kls:
+            self._adapt_learning_rate(float(np.mean(approx_kls)))
         self._updates_done = getattr(self, "_updates_done", 0) + 1
         interval = self.ref_update_interval
         if self.ref_policy is not None and interval is not None and self._updates_done % interval == 0:

@@ -271,6 +271,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
                 self._gradient_step(loss)
             self._n_updates += 1
 
+        self._adapt_learning_rate(float(np.mean(approx_kls)))
         self._updates_done = getattr(self, "_updates_done", 0) + 1
         interval = self.ref_update_interval
         if interval is not None and self._updates_done % interval == 0:

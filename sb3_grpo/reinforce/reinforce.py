@@ -20,7 +20,9 @@ from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, Adva
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin, fitting_estimators, make_advantage_estimator
 from sb3_grpo.common.buffers import minibatch_bounds
+from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.plugins import registered_advantage_estimators
 
 __all__ = ["BASELINES", "EPISODE_PROVIDES", "REINFORCE", "EpisodeBuffer", "RewardToGoBaseline", "reward_to_go"]
@@ -524,12 +526,18 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         n_samples = len(advantages)
         batch_size = n_samples if self.batch_size is None else min(self.batch_size, n_samples)
         pg_losses, entropy_losses, grad_norms = [], [], []
-        for _ in range(self.n_epochs):
+        # The log-probabilities under the rollout policy (its first evaluation of each step), for the update's KL
+        # when a KLAdaptiveLR learning rate asks for it.
+        measure_kl = isinstance(self.learning_rate, KLAdaptiveLR)
+        old_log_prob = th.zeros(n_samples, device=self.device)
+        for epoch in range(self.n_epochs):
             order = th.randperm(n_samples, device=self.device) if batch_size < n_samples else th.arange(n_samples)
             for start, end in minibatch_bounds(n_samples, batch_size):
                 idx = order[start:end]
                 mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
                 log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])
+                if measure_kl and epoch == 0:
+                    old_log_prob[idx] = log_prob.detach()
                 pg_loss = -(log_prob * advantages[idx]).mean()
                 entropy_loss = -th.mean(entropy) if entropy is not None else th.mean(log_prob)
                 loss = pg_loss + self.ent_coef * entropy_loss
@@ -541,6 +549,12 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
                 pg_losses.append(pg_loss.item())
                 entropy_losses.append(entropy_loss.item())
             self._n_updates += 1
+        if measure_kl:
+            with th.no_grad():
+                log_prob, _ = self.policy.evaluate_actions(obs, actions)
+                kl = float(kl_estimate(log_prob - old_log_prob, "k3").mean())
+            self.logger.record("train/approx_kl", kl)
+            self._adapt_learning_rate(kl)
 
         self.logger.record("train/policy_gradient_loss", float(np.mean(pg_losses)))
         self.logger.record("train/entropy_loss", float(np.mean(entropy_losses)))

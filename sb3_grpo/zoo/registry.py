@@ -14,6 +14,8 @@ It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentMana
   ``clip_range_high`` into schedules, as it does for ``clip_range``;
 - ``read_hyperparameters`` honours ``--trial-id 0`` (rl_zoo3 tests ``if self.trial_id:`` and silently ignores
   trial 0);
+- ``_preprocess_schedules`` reads a ``learning_rate: "KLAdaptiveLR(3e-4, desired_kl=0.01)"`` string as
+  :class:`sb3_grpo.KLAdaptiveLR` (rl_zoo3 knows only ``lin_<x>``);
 - ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` string (``"dict(scale='batch')"``) as Python, the way
   rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
 """
@@ -131,6 +133,26 @@ def read_kwargs_string(key: str, text: str) -> dict[str, Any]:
     return value
 
 
+def read_kl_adaptive_lr(text: str) -> Any:
+    """A ``learning_rate: "KLAdaptiveLR(3e-4, desired_kl=0.01)"`` string of a zoo YAML file (or of ``-params``) as the
+    schedule :class:`sb3_grpo.KLAdaptiveLR` it names.
+
+    :raises ValueError: naming the string when it is not such a call.
+    """
+    from sb3_grpo.common.schedules import KLAdaptiveLR
+
+    try:
+        value = eval(text, {"__builtins__": {}}, {"KLAdaptiveLR": KLAdaptiveLR})  # the trust of rl_zoo3's eval
+    except Exception as exc:
+        raise ValueError(
+            f"learning_rate: cannot read {text!r} as a KLAdaptiveLR ({type(exc).__name__}: {exc}). Write it as "
+            '"KLAdaptiveLR(3e-4, desired_kl=0.01)" (numbers only; see help(sb3_grpo.KLAdaptiveLR)).'
+        ) from None
+    if not isinstance(value, KLAdaptiveLR):
+        raise ValueError(f"learning_rate: {text!r} gives a {type(value).__name__}, not a KLAdaptiveLR")
+    return value
+
+
 # ------------------------------------------------------------------------------------------ ExperimentManager fixes
 _SCHEDULE_NONE_KEYS = ("clip_range", "clip_range_vf", "clip_range_high")
 
@@ -151,7 +173,12 @@ def _patch_experiment_manager() -> None:
         return original_preprocess(self, hyperparams, *args, **kwargs)
 
     def _preprocess_schedules(hyperparams: dict[str, Any]) -> dict[str, Any]:
-        held = {key: None for key in _SCHEDULE_NONE_KEYS if key in hyperparams and hyperparams[key] is None}
+        held: dict[str, Any] = {key: None for key in _SCHEDULE_NONE_KEYS if key in hyperparams and hyperparams[key] is None}
+        rate = hyperparams.get("learning_rate")
+        if isinstance(rate, str) and rate.startswith("KLAdaptiveLR"):
+            held["learning_rate"] = read_kl_adaptive_lr(rate)
+        elif type(rate).__name__ == "KLAdaptiveLR":  # already read (rl_zoo3 refuses objects it does not know)
+            held["learning_rate"] = rate
         for key in held:
             del hyperparams[key]
         hyperparams = original_schedules(hyperparams)
