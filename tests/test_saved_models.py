@@ -39,6 +39,10 @@ def _data(path):
     return json.loads(zipfile.ZipFile(path).read("data"))
 
 
+@pytest.mark.skipif(
+    int(np.__version__.split(".")[0]) < 2,
+    reason="the files were saved under numpy 2: their pickled spaces name numpy._core, which numpy 1.x cannot import",
+)
 @pytest.mark.parametrize("cls", list(OLD_FILES), ids=lambda c: c.__name__)
 def test_files_of_the_previous_release_load_and_train(cls):
     path = OLD_FILES[cls]

@@ -14,6 +14,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 BOX_FLOAT32 = spaces.Box(low=-1, high=1, shape=(2,), dtype=np.float32)
 BOX_FLOAT64 = spaces.Box(low=-1, high=1, shape=(2,), dtype=np.float64)
 
+#: gymnasium 1.3 registers Taxi-v4 in place of Taxi-v3 (1.0 to 1.2): the one this gymnasium has.
+TAXI = "Taxi-v4" if "Taxi-v4" in gym.registry else "Taxi-v3"
+
 OBSERVATION_SPACES = {
     "Box32": BOX_FLOAT32,
     "Box64": BOX_FLOAT64,
@@ -72,7 +75,7 @@ def test_multidim_binary_not_supported(model_class):
 
 
 @algo_params(ALL_ALGOS)
-@pytest.mark.parametrize("env_id", ["Taxi-v4", "FrozenLake-v1"])
+@pytest.mark.parametrize("env_id", [TAXI, "FrozenLake-v1"])
 def test_discrete_obs_space(model_class, env_id):
     """Gymnasium's envs with a Discrete observation space."""
     env = gym.make(env_id)

@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 import numpy as np
+from gymnasium.error import DependencyNotInstalled
 
 from sb3_grpo.common.snapshots import StateSnapshotter, get_episode_clock, set_episode_clock
 from sb3_grpo.hookspecs import hookimpl
@@ -62,7 +63,7 @@ class MujocoSnapshot(StateSnapshotter):
     def supports(self, env: Any) -> bool:
         try:
             from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-        except ImportError:  # mujoco not installed
+        except (ImportError, DependencyNotInstalled):  # mujoco not installed (gymnasium 1.0's error is no ImportError)
             return False
         return isinstance(env.unwrapped, MujocoEnv)
 
