@@ -81,6 +81,26 @@ def test_trajectory_level_ratio_is_geometric_mean():
     th.testing.assert_close(ratio, expected)
 
 
+def test_trajectory_level_ratios_sum_without_atomics_off_the_cpu():
+    """GSPO's per-trajectory sums go through ``trajectory_sums``: off the CPU ("meta" tensors run a non-CPU device's
+    code path) a sorted ``index_put_(accumulate=True)``, never CUDA's atomic ``index_add``, so seeded runs reproduce."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RecordOps(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.add(func.overloadpacket.__name__.rstrip("_"))
+            return func(*args, **(kwargs or {}))
+
+    new, old, trajectory = th.zeros(5, device="meta"), th.zeros(5, device="meta"), th.zeros(5, dtype=th.long, device="meta")
+    with RecordOps() as ops:
+        grpo_step_loss(new, old, th.ones(5, device="meta"), 0.2, 0.2, trajectory=trajectory, n_trajectories=2)
+    assert "index_put" in ops.ops and "index_add" not in ops.ops
+
+
 def test_clipped_gradient_is_zero_outside_the_trust_region():
     new = th.log(th.tensor([0.9])).requires_grad_(True)  # ratio 1.8 against old 0.5, advantage > 0: clipped
     per_step, *_ = grpo_step_loss(new, th.log(th.tensor([0.5])), th.tensor([1.0]), 0.2, 0.2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch as th
 
+from sb3_grpo.common.groups.buffers import trajectory_sums
 from sb3_grpo.common.kl import kl_estimate
 
 __all__ = ["GROUP_LOSS_SCALES", "IMPORTANCE_SAMPLING_LEVELS", "LOSS_TYPES", "grpo_step_loss", "trajectory_loss_weights"]
@@ -80,7 +81,7 @@ def grpo_step_loss(
     log_ratio = log_prob - old_log_prob
     if trajectory is not None:
         counts = th.bincount(trajectory, minlength=n_trajectories).to(log_ratio.dtype)
-        sums = th.zeros(n_trajectories, device=log_ratio.device, dtype=log_ratio.dtype).index_add(0, trajectory, log_ratio)
+        sums = trajectory_sums(log_ratio, trajectory, n_trajectories)  # reproducible on CUDA too
         ratio = th.exp(sums / counts.clamp_min(1.0))[trajectory]
     else:
         ratio = th.exp(log_ratio)
