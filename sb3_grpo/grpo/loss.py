@@ -80,7 +80,7 @@ def grpo_step_loss(
     """
     log_ratio = log_prob - old_log_prob
     if trajectory is not None:
-        counts = th.bincount(trajectory, minlength=n_trajectories).to(log_ratio.dtype)
+        counts = trajectory_sums(th.ones_like(log_ratio), trajectory, n_trajectories)  # exact: integers below 2**24
         sums = trajectory_sums(log_ratio, trajectory, n_trajectories)  # reproducible on CUDA too
         ratio = th.exp(sums / counts.clamp_min(1.0))[trajectory]
     else:
