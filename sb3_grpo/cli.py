@@ -5,8 +5,12 @@
 
     sb3-grpo plugins           # the active plugins, where each comes from, and the names each hook registered
     sb3-grpo plugins --json    # the same as JSON (what sb3_grpo.list_plugins() returns)
-    sb3-grpo plugins --strict  # exit status 1 if a plugin registers nothing or SB3_GRPO_LOAD_PLUGINS names a missing one
+    sb3-grpo plugins --strict  # exit status 1 on a plugin warning: a plugin that failed, registers nothing or
+                               # claims a name another plugin claims, SB3_GRPO_LOAD_PLUGINS naming a missing one
     sb3-grpo --version
+
+A plugin that failed to load, or a name two plugins claim, is listed with a mark (``FAILED``, ``CLASH``); the listing
+itself succeeds (exit status 0) unless ``--strict`` is given.
 
 Training and tuning from the command line is ``sb3-grpo-zoo`` (rl_zoo3 with sb3_grpo's algorithms).
 """
@@ -44,12 +48,23 @@ def _print_plugins(as_json: bool, strict: bool) -> int:
         print(json.dumps(plugins, indent=2))
     else:
         for plugin in plugins:
-            print(f"{plugin['name']}  ({plugin['source']})")
-            if not plugin["hooks"]:
+            print(f"{plugin['name']}  ({plugin['source']}){'  FAILED' if plugin['failed'] else ''}")
+            if "load" in plugin["failed"]:
+                print(f"    FAILED to load, nothing of it is loaded: {plugin['failed']['load']}")
+            elif not plugin["hooks"]:
                 print("    implements no hook: registers nothing")
             for hook, names in plugin["hooks"].items():
-                print(f"    {hook}: {', '.join(names) or '(nothing)'}")
-    return 1 if strict and plugin_warnings else 0
+                if hook in plugin["failed"]:
+                    print(f"    {hook}: FAILED, registers nothing: {plugin['failed'][hook]}")
+                    continue
+                clashes = plugin["clashes"].get(hook, {})
+                shown = [
+                    f"{name} [CLASH with {', '.join(map(repr, clashes[name]))}: unusable]" if name in clashes else name
+                    for name in names
+                ]
+                print(f"    {hook}: {', '.join(shown) or '(nothing)'}")
+    troubled = any(plugin["failed"] or plugin["clashes"] for plugin in plugins)
+    return 1 if strict and (plugin_warnings or troubled) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,8 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plugins.add_argument(
         "--strict",
         action="store_true",
-        help="exit with status 1 on a plugin warning (a plugin that registers nothing, a missing plugin named in "
-        "SB3_GRPO_LOAD_PLUGINS): for CI",
+        help="exit with status 1 on a plugin warning (a plugin that failed to load or registers nothing, a name two "
+        "plugins claim, a missing plugin named in SB3_GRPO_LOAD_PLUGINS): for CI",
     )
     args = parser.parse_args(argv)
     if args.command == "plugins":

@@ -13,6 +13,10 @@ The plugin manager of sb3_grpo, and the registries it feeds.
   entry point naming a module without the hooks) registers nothing: a :class:`PluginWarning` says so and why, at
   load or registration time. :func:`list_plugins` (and ``sb3-grpo plugins`` on the command line) shows what each
   plugin registered.
+- An installed plugin that fails (its module raises on import, it implements a hook sb3_grpo does not define, or a hook
+  raises or registers an invalid name or object) breaks nothing else: a :class:`PluginWarning` names it, the hook and
+  the error when plugins load, what it contributes to that kind is left out, an "unknown name" error of that kind
+  mentions it, and :func:`list_plugins` lists it as failed.
 """
 
 from __future__ import annotations
@@ -85,11 +89,21 @@ IN_PROCESS = "<in-process>"
 
 
 class PluginError(RuntimeError):
-    """A plugin could not be loaded, raised while registering, or clashes with another one."""
+    """A plugin registered in-process raised while registering or registers something invalid, or a name is claimed
+    by two plugins (raised when that name is used)."""
 
 
 class PluginWarning(UserWarning):
-    """A plugin registers nothing, or ``SB3_GRPO_LOAD_PLUGINS`` names a plugin that is not installed."""
+    """An installed plugin failed to load (it is left out), registers nothing, or claims a name another plugin claims;
+    or ``SB3_GRPO_LOAD_PLUGINS`` names a plugin that is not installed."""
+
+
+class _HookError(PluginError):
+    """A plugin's hook raised or registered something invalid. ``problem`` says what, without naming the plugin."""
+
+    def __init__(self, message: str, problem: str):
+        super().__init__(message)
+        self.problem = problem
 
 
 class UnknownNameError(KeyError):
@@ -108,6 +122,10 @@ _loaded = False
 _plugin_sources: dict[str, str] = {}
 #: installed plugins that SB3_GRPO_LOAD_PLUGINS left out: entry-point name -> (module it names, "distribution version")
 _skipped_plugins: dict[str, tuple[str, str]] = {}
+#: entry-point name -> the module its entry point names (for messages about a plugin that failed)
+_plugin_modules: dict[str, str] = {}
+#: installed plugins left out because they failed to load (import, or a hook sb3_grpo does not define): name -> problem
+_load_failures: dict[str, str] = {}
 
 
 # -------------------------------------------------------------------------
@@ -150,6 +168,37 @@ def filter_note() -> str:
     )
 
 
+def _failure_note(failures: dict[str, str]) -> str:
+    """A sentence per failed plugin for "unknown name" errors ("" when none failed)."""
+    return "".join(
+        f" Plugin {_describe_failed(name)} failed to load: {problem}; its names may be among the missing."
+        for name, problem in failures.items()
+    )
+
+
+def _describe_failed(plugin_name: str) -> str:
+    """``'rank' (sb3_grpo_rank_plugin.hooks, sb3-grpo-rank-plugin 0.1.0)``: a plugin, its module and distribution."""
+    source = plugin_source(plugin_name)
+    module = _plugin_modules.get(plugin_name)
+    if module is None:
+        return _describe(plugin_name)
+    return f"{plugin_name!r} ({module if source in (module, IN_PROCESS) else f'{module}, {source}'})"
+
+
+def _warn_failed(plugin_name: str, problem: str, left_out: str) -> None:
+    """Warn that a plugin failed: who, what failed, what is left out, and how to fix it."""
+    if plugin_source(plugin_name) == IN_PROCESS:
+        fix = f"Fix it, or unregister it (sb3_grpo.unregister_plugin({plugin_name!r}))."
+    else:
+        fix = f"Fix or uninstall it, or leave it out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
+    warnings.warn(
+        f"The sb3_grpo plugin {_describe_failed(plugin_name)} failed to load: {problem}. {left_out} (every other name "
+        f"works). {fix}",
+        PluginWarning,
+        stacklevel=5,
+    )
+
+
 def _entry_point_source(ep: importlib.metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     if dist is None:
@@ -158,11 +207,13 @@ def _entry_point_source(ep: importlib.metadata.EntryPoint) -> str:
 
 
 def load_plugins() -> None:
-    """Register the built-in plugins and the installed ones (once; later calls do nothing).
+    """Register the built-in plugins and the installed ones, and run their hooks (once; later calls do nothing).
 
-    :raises PluginError: if a plugin fails to import, or a plugin implements a hook that does not exist (a typo in a
-        hook name). Two installed distributions that declare the same entry-point name are both loaded, with a
-        :class:`PluginWarning`.
+    An installed plugin that fails is left out, with a :class:`PluginWarning` naming it, what failed and the error:
+    its module raises on import or it implements a hook that sb3_grpo does not define (a typo in a hook name): the
+    whole plugin; one of its hooks raises or registers an invalid name or object: what it registers of that kind.
+    Every other plugin and name works. Two installed distributions that declare the same entry-point name are both
+    loaded, with a :class:`PluginWarning`.
     """
     global _loaded
     with _lock:
@@ -187,52 +238,81 @@ def load_plugins() -> None:
                     stacklevel=3,
                 )
             seen.setdefault(ep.name, source)
-            if pm.get_plugin(name) is not None:
+            if pm.get_plugin(name) is not None or name in _load_failures:
                 continue
+            _plugin_sources[name] = source
+            _plugin_modules[name] = ep.value.partition(":")[0].strip()
             try:
                 plugin = ep.load()
             except Exception as exc:
-                raise PluginError(
-                    f"The sb3_grpo plugin {ep.name!r} ({source}, entry point {ep.value!r}) failed to import: {exc!r}. "
-                    f"Fix or uninstall it, or leave it out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
-                ) from exc
+                _load_failures[name] = f"importing its entry point {ep.value!r} raised {exc!r}"
+                _warn_failed(name, _load_failures[name], "Nothing of it is loaded")
+                continue
             if pm.is_registered(plugin):
                 continue  # the same module, declared twice: its hooks run once
             pm.register(plugin, name=name)
-            _plugin_sources[name] = source
+            try:
+                pm.check_pending()  # the plugins registered before this one passed: a failure is this one's
+            except pluggy.PluginValidationError as exc:
+                pm.unregister(name=name)
+                _load_failures[name] = f"it implements a hook that sb3_grpo does not define ({exc})"
+                _warn_failed(name, _load_failures[name], "Nothing of it is loaded")
+                continue
             _warn_if_no_hooks(plugin, name, f"{source}, entry point {ep.value!r}")
-        try:
-            pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(f"A plugin implements a hook that sb3_grpo does not define: {exc}") from exc
         _loaded = True
+        for registry in _REGISTRIES:  # run the hooks now: a plugin that fails, or a clash, is reported at load
+            registry.entries  # noqa: B018
 
 
 def list_plugins() -> list[dict[str, Any]]:
     """The active plugins and what each registered, in registration order (built-ins first).
 
     :return: one dict per plugin: ``name`` (the entry-point name, the module of a built-in, or the name given to
-        :func:`register_plugin`), ``source`` (``"built-in"``, ``"<in-process>"`` or ``"distribution version"``)
-        and ``hooks``: for each hook the plugin implements, the names it registered through it, e.g.
-        ``{"register_advantage_estimators": ["group_rank"], "register_reward_functions": [...]}``. A plugin whose
-        ``hooks`` is empty implements no hook (a :class:`PluginWarning` said why when it was loaded). Names
-        registered with :func:`register_advantage_estimator` and its siblings appear under a last entry named
-        ``"<in-process>"``.
-    :raises PluginError: as the registries do (a plugin that raises while registering, a name clash).
+        :func:`register_plugin`), ``source`` (``"built-in"``, ``"<in-process>"`` or ``"distribution version"``),
+        ``hooks``: for each hook the plugin implements, the names it registered through it, e.g.
+        ``{"register_advantage_estimators": ["group_rank"], "register_reward_functions": [...]}``, ``failed``: what
+        failed and why (``{"register_reward_functions": "its register_reward_functions hook raised ..."}``, or
+        ``{"load": ...}`` for a plugin that failed to import: it is listed with no hooks), and ``clashes``: per hook,
+        each name it registered that another plugin claims too, with the other plugins (such a name is unusable).
+        A plugin whose ``hooks`` and ``failed`` are empty implements no hook (a :class:`PluginWarning` said why when
+        it was loaded). Names registered with :func:`register_advantage_estimator` and its siblings appear under a
+        last entry named ``"<in-process>"``.
     """
     load_plugins()
     registered: dict[str, dict[str, list[str]]] = {}
+    failed: dict[str, dict[str, str]] = {}
+    clashes: dict[str, dict[str, dict[str, list[str]]]] = {}
     for registry in _REGISTRIES:
         registry.entries  # noqa: B018  (builds the registry: runs the hooks once)
         for plugin_name, names in registry.registered_by.items():
             registered.setdefault(plugin_name, {})[registry.hook_name] = list(names)
+        for plugin_name, problem in registry.failed.items():
+            failed.setdefault(plugin_name, {})[registry.hook_name] = problem
+        for clashing, owners in registry.clashes.items():
+            for owner in owners:
+                others = [p for p in owners if p != owner]
+                clashes.setdefault(owner, {}).setdefault(registry.hook_name, {})[clashing] = others
     out: list[dict[str, Any]] = []
+
+    def add(name: str, hooks: dict[str, list[str]], failures: dict[str, str]) -> None:
+        out.append(
+            {
+                "name": name,
+                "source": plugin_source(name),
+                "hooks": dict(sorted(hooks.items())),
+                "failed": failures,
+                "clashes": clashes.get(name, {}),
+            }
+        )
+
     for name, plugin in pm.list_name_plugin():
         hooks = {caller.name: registered.get(name, {}).get(caller.name, []) for caller in pm.get_hookcallers(plugin) or []}
-        out.append({"name": name, "source": plugin_source(name), "hooks": dict(sorted(hooks.items()))})
+        add(name, hooks, failed.get(name, {}))
+    for name, problem in _load_failures.items():
+        add(name, {}, {"load": problem})
     local = {registry.hook_name: sorted(registry._local) for registry in _REGISTRIES if registry._local}
     if local:
-        out.append({"name": IN_PROCESS, "source": IN_PROCESS, "hooks": local})
+        add(IN_PROCESS, local, {})
     return out
 
 
@@ -321,7 +401,7 @@ def register_plugin(plugin: Any, name: str | None = None) -> str:
         _warn_if_no_hooks(plugin, registered, "registered in-process")
         _invalidate()
         for registry in _REGISTRIES:  # build now, so that a name this plugin clashes on is warned about at once
-            with contextlib.suppress(PluginError):  # another plugin's fault: reported when its registry is used
+            with contextlib.suppress(PluginError):  # a built-in's fault: raised where its registry is used
                 registry.entries  # noqa: B018
         return registered
 
@@ -360,7 +440,9 @@ class _Registry:
 
     A name that two plugins register is a clash: it is left out of :attr:`entries` (so no plugin's object is used in
     its place), :meth:`lookup` raises an error naming both plugins, and a :class:`PluginWarning` says so when the
-    registry is built; every other name stays usable.
+    registry is built; every other name stays usable. A plugin (other than a built-in) whose hook raises or registers
+    something invalid when the registry is built contributes nothing to it: a :class:`PluginWarning` names it, and
+    :meth:`lookup` mentions it when a name is unknown.
     """
 
     def __init__(self, kind: str, hook_name: str, validate: Callable[[str, Any, str], None]):
@@ -373,16 +455,36 @@ class _Registry:
         self.registered_by: dict[str, list[str]] = {}
         #: name -> the plugins that claim it (two or more), when the registry was built
         self.clashes: dict[str, list[str]] = {}
+        #: plugin name -> what went wrong in its hook (it contributes nothing), when the registry was built
+        self.failed: dict[str, str] = {}
         self._warned: set[tuple[str, ...]] = set()
 
-    def _run(self, impl: Any, register: Callable[[str, Any], None]) -> None:
-        """Call one plugin's hook with ``register``, turning what it raises into a :class:`PluginError` naming it."""
+    def _collect(self, impl: Any) -> list[_Entry]:
+        """Call one plugin's hook and check what it registers (names, objects, a name registered twice).
+
+        :raises _HookError: naming the plugin and the problem (the hook raised, or registered something invalid).
+        """
+        plugin_name = impl.plugin_name
+        collected: dict[str, _Entry] = {}
+
+        def register(name: str, obj: Any) -> None:
+            if isinstance(name, str) and name in collected:
+                raise _HookError(
+                    f"Plugin {plugin_name!r} registers the {self.kind} name {name!r} twice.",
+                    f"its {self.hook_name} hook registers the {self.kind} name {name!r} twice",
+                )
+            collected[name] = self._checked(name, obj, plugin_name)
+
         try:
             impl.function(*[{"register": register}[arg] for arg in impl.argnames])
-        except PluginError:
+        except _HookError:
             raise
         except Exception as exc:
-            raise PluginError(f"Plugin {impl.plugin_name!r} raised while registering {self.kind}s: {exc!r}") from exc
+            raise _HookError(
+                f"Plugin {plugin_name!r} raised while registering {self.kind}s: {exc!r}",
+                f"its {self.hook_name} hook raised {exc!r}",
+            ) from exc
+        return list(collected.values())
 
     def probe(self, plugin_name: str) -> list[str]:
         """Run the hook of one plugin alone and check what it registers (names, objects, a name registered twice).
@@ -390,35 +492,35 @@ class _Registry:
         :return: the names it registers.
         :raises PluginError: naming the plugin and the problem.
         """
-        names: dict[str, _Entry] = {}
+        names: list[str] = []
         for impl in getattr(pm.hook, self.hook_name).get_hookimpls():
-            if impl.plugin_name != plugin_name:
-                continue
-
-            def register(name: str, obj: Any) -> None:
-                if isinstance(name, str) and name in names:
-                    raise PluginError(f"Plugin {plugin_name!r} registers the {self.kind} name {name!r} twice.")
-                names[name] = self._checked(name, obj, plugin_name)
-
-            self._run(impl, register)
-        return list(names)
+            if impl.plugin_name == plugin_name:
+                names += [entry.name for entry in self._collect(impl)]
+        return names
 
     def _build(self) -> dict[str, _Entry]:
         load_plugins()
         entries: dict[str, _Entry] = {}
         clashes: dict[str, list[str]] = {}
         self.registered_by = {}
+        self.failed = {}
         hook = getattr(pm.hook, self.hook_name)
         for impl in hook.get_hookimpls():  # in registration order: built-ins first
             plugin_name = impl.plugin_name
             self.registered_by.setdefault(plugin_name, [])
-
-            def register(name: str, obj: Any, _plugin: str = plugin_name) -> None:
-                entry = self._checked(name, obj, _plugin)
+            try:
+                collected = self._collect(impl)
+            except _HookError as exc:
+                if plugin_source(plugin_name) == "built-in":
+                    raise  # a bug in sb3_grpo itself
+                self.failed[plugin_name] = exc.problem
+                if ("failed", plugin_name, exc.problem) not in self._warned:
+                    self._warned.add(("failed", plugin_name, exc.problem))
+                    _warn_failed(plugin_name, exc.problem, f"None of its {self.kind}s are registered")
+                continue  # all or nothing: none of what this hook registered is used
+            for entry in collected:
                 self._claim(entries, clashes, entry)
-                self.registered_by[_plugin].append(name)
-
-            self._run(impl, register)
+                self.registered_by[plugin_name].append(entry.name)
         for name, entry in self._local.items():
             if entry.shadows:  # replace=True: in this process, this object is the one the name means
                 clashes.pop(name, None)
@@ -461,11 +563,13 @@ class _Registry:
         """An entry for ``obj``, after checking its name and the object (:raises PluginError: naming the plugin)."""
         who = "An in-process registration" if plugin == IN_PROCESS else f"Plugin {plugin!r}"
         if not isinstance(name, str) or not name or name != name.strip():
-            raise PluginError(f"{who} registered a {self.kind} with an invalid name {name!r}: use a non-empty string.")
+            problem = f"registered a {self.kind} with an invalid name {name!r}: use a non-empty string"
+            raise _HookError(f"{who} {problem}.", f"its {self.hook_name} hook {problem}")
         try:
             self.validate(name, obj, plugin)
         except (TypeError, ValueError) as exc:
-            raise PluginError(f"{who} registered an invalid {self.kind} {name!r}: {exc}") from exc
+            problem = f"registered an invalid {self.kind} {name!r}: {exc}"
+            raise _HookError(f"{who} {problem}", f"its {self.hook_name} hook {problem}") from exc
         return _Entry(name, obj, plugin)
 
     @property
@@ -485,7 +589,8 @@ class _Registry:
         if name not in entries:
             raise UnknownNameError(
                 f"Unknown {self.kind} {name!r}. Available: {', '.join(sorted(entries)) or '(none)'}. "
-                f"Install or register a plugin that provides it.{filter_note()}"
+                f"Install or register a plugin that provides it.{_failure_note({**_load_failures, **self.failed})}"
+                f"{filter_note()}"
             )
         return entries[name]
 
@@ -681,6 +786,8 @@ def _reset_for_tests() -> None:
             pm.unregister(name=name)
         _plugin_sources.clear()
         _skipped_plugins.clear()
+        _plugin_modules.clear()
+        _load_failures.clear()
         _loaded = False
         _estimators._local.clear()
         _reward_functions._local.clear()
@@ -688,4 +795,5 @@ def _reset_for_tests() -> None:
         for registry in _REGISTRIES:
             registry._warned.clear()
             registry.clashes = {}
+            registry.failed = {}
         _invalidate()

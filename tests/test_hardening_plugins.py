@@ -3,6 +3,9 @@ culprit (the plugin, the saved argument, the reward function and trajectory, or 
 
 - a plugin whose hook raises or registers something invalid is refused by ``register_plugin`` (the registries are
   left as they were); a name claimed by two plugins is unusable, and nothing else breaks;
+- an installed plugin that fails to import, implements a hook sb3_grpo does not define, or whose hook raises or
+  registers something invalid is left out with a warning naming it; every algorithm still builds with its defaults,
+  an unknown name mentions it, and ``sb3-grpo plugins`` lists it as failed;
 - a saved model that needs several missing plugin objects names all of them at once, by their constructor arguments;
 - a reward function returning a tuple, a dict or a string; container arguments of the wrong type; an estimator whose
   ``requires`` is a string, or a plain function registered as an estimator.
@@ -250,11 +253,68 @@ def test_a_name_two_plugins_claim_is_unusable_and_nothing_else_breaks(registered
     assert "median" in sb3_grpo.available_advantage_estimators()  # usable again
 
 
-CLASHING_MODULES = {
+HOOKS = {
+    "estimators": "register_advantage_estimators",
+    "rewards": "register_reward_functions",
+    "snapshotters": "register_state_snapshots",
+}
+
+FAILING_MODULE = """
+from sb3_grpo import AdvantageEstimator, AdvantageOutputs, hookimpl
+
+
+class Est(AdvantageEstimator):
+    requires = frozenset({{"step_rewards"}})
+
+    def compute(self, inputs):
+        return AdvantageOutputs(advantages=inputs.rewards)
+
+
+class Snap:
+    def supports(self, env):
+        return False
+
+    def get(self, env):
+        return None
+
+    def set(self, env, state):
+        return None
+
+
+VALID = {{"estimators": Est, "rewards": lambda t: 1.0, "snapshotters": Snap}}
+
+
+@hookimpl
+def {hook}(register):
+    register("broken_first", VALID[{kind!r}])  # registered before the failure: left out too
+    {failure}
+
+
+@hookimpl
+def {other_hook}(register):
+    register("still_here", VALID[{other_kind!r}])
+"""
+FAILURES = {"raises": "raise RuntimeError('database unreachable')", "invalid": "register('broken_bad', 42)"}
+
+INSTALLED_MODULES = {
     "clash_a.py": "from sb3_grpo import hookimpl\n\n@hookimpl\ndef register_reward_functions(register):\n"
     "    register('shared', lambda t: 1.0)\n    register('only_a', lambda t: 2.0)\n",
     "clash_b.py": "from sb3_grpo import hookimpl\n\n@hookimpl\ndef register_reward_functions(register):\n"
     "    register('shared', lambda t: 3.0)\n",
+    "hook_typo.py": "from sb3_grpo import hookimpl\n\n@hookimpl\ndef register_reward_fnctions(register):\n"
+    "    register('typo_reward', lambda t: 1.0)\n",
+    "import_fails.py": "raise ImportError('needs libfoo')\n",
+    **{
+        f"failing_{kind}_{failure}.py": FAILING_MODULE.format(
+            hook=HOOKS[kind],
+            kind=kind,
+            failure=statement,
+            other_kind="estimators" if kind == "rewards" else "rewards",
+            other_hook=HOOKS["estimators" if kind == "rewards" else "rewards"],
+        )
+        for kind in HOOKS
+        for failure, statement in FAILURES.items()
+    },
 }
 
 
@@ -263,7 +323,7 @@ def entry_points(tmp_path, monkeypatch, fresh_plugins):
     """``install(*(name, module))``: entry points of the ``sb3_grpo`` group naming modules written to ``tmp_path``."""
     import importlib.metadata
 
-    for relative, text in CLASHING_MODULES.items():
+    for relative, text in INSTALLED_MODULES.items():
         (tmp_path / relative).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SB3_GRPO_LOAD_PLUGINS", raising=False)
@@ -277,8 +337,105 @@ def entry_points(tmp_path, monkeypatch, fresh_plugins):
         fresh_plugins._reset_for_tests()
 
     yield install
-    for name in CLASHING_MODULES:
+    for name in INSTALLED_MODULES:
         sys.modules.pop(name.removesuffix(".py"), None)
+
+
+def _construct_every_algorithm_with_defaults():
+    for cls in ALL:
+        cls("MlpPolicy", "CartPole-v1", device="cpu")
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+@pytest.mark.parametrize("kind", list(HOOKS))
+def test_an_installed_plugin_whose_hook_fails_is_left_out_and_nothing_else_breaks(entry_points, kind, failure):
+    what, available = KINDS[kind]
+    hook = HOOKS[kind]
+    problem = {
+        "raises": rf"its {hook} hook raised RuntimeError\('database unreachable'\)",
+        "invalid": rf"its {hook} hook registered an invalid {what} 'broken_bad': ",
+    }[failure]
+    entry_points(("flaky", f"failing_{kind}_{failure}"))
+    with pytest.warns(
+        PluginWarning,
+        match=rf"The sb3_grpo plugin 'flaky' \(failing_{kind}_{failure}\) failed to load: {problem}.*None of its {what}s "
+        r"are registered \(every other name works\)\. Fix or uninstall it, or leave it out with SB3_GRPO_LOAD_PLUGINS",
+    ):
+        sb3_grpo.plugins.load_plugins()
+    assert "broken_first" not in available() and "broken_bad" not in available()  # all or nothing
+    other = "estimators" if kind == "rewards" else "rewards"
+    assert "still_here" in KINDS[other][1]()  # its other hook works
+    _construct_every_algorithm_with_defaults()
+    lookup = {
+        "estimators": sb3_grpo.get_advantage_estimator,
+        "rewards": sb3_grpo.get_reward_function,
+        "snapshotters": sb3_grpo.plugins._snapshots.lookup,
+    }
+    with pytest.raises(
+        sb3_grpo.UnknownNameError,
+        match=rf"Unknown {what} 'broken_first'.* Plugin 'flaky' \(failing_{kind}_{failure}\) failed to load: {problem}.*"
+        r"; its names may be among the missing\.",
+    ):
+        lookup[kind]("broken_first")
+    with pytest.raises(sb3_grpo.UnknownNameError) as info:  # another kind: that hook of the plugin worked
+        lookup[other]("not_there")
+    assert "flaky" not in str(info.value)
+    (listed,) = [p for p in sb3_grpo.list_plugins() if p["name"] == "flaky"]
+    assert listed["hooks"] == {hook: [], HOOKS[other]: ["still_here"]}
+    assert list(listed["failed"]) == [hook] and listed["failed"][hook].startswith(f"its {hook} hook")
+
+
+@pytest.mark.parametrize(
+    "module, match",
+    [
+        ("import_fails", r"importing its entry point 'import_fails' raised ImportError\('needs libfoo'\)"),
+        ("hook_typo", r"it implements a hook that sb3_grpo does not define \(unknown hook 'register_reward_fnctions'"),
+    ],
+)
+def test_an_installed_plugin_that_fails_to_load_is_left_out_and_nothing_else_breaks(entry_points, module, match):
+    entry_points(("broken", module), ("plugin_a", "clash_a"))
+    with pytest.warns(PluginWarning, match=rf"The sb3_grpo plugin 'broken' \({module}\) failed to load: {match}.*Nothing "
+                      r"of it is loaded \(every other name works\)"):  # fmt: skip
+        sb3_grpo.plugins.load_plugins()
+    assert sb3_grpo.plugins.pm.get_plugin("broken") is None
+    assert "only_a" in sb3_grpo.available_reward_functions()  # the other installed plugin works
+    _construct_every_algorithm_with_defaults()
+    for lookup in (sb3_grpo.get_advantage_estimator, sb3_grpo.get_reward_function, sb3_grpo.plugins._snapshots.lookup):
+        with pytest.raises(sb3_grpo.UnknownNameError, match=rf"Plugin 'broken' \({module}\) failed to load: {match}"):
+            lookup("typo_reward")
+    (listed,) = [p for p in sb3_grpo.list_plugins() if p["name"] == "broken"]
+    assert listed["hooks"] == {} and list(listed["failed"]) == ["load"]
+
+
+def test_cli_lists_failed_plugins_and_clashes_with_a_mark_and_succeeds(entry_points, capsys):
+    from sb3_grpo.cli import main
+
+    entry_points(
+        ("flaky", "failing_rewards_raises"), ("broken", "import_fails"), ("plugin_a", "clash_a"), ("plugin_b", "clash_b")
+    )
+    assert main(["plugins"]) == 0
+    captured = capsys.readouterr()
+    assert "flaky  (failing_rewards_raises)  FAILED\n" in captured.out
+    assert (
+        "    register_reward_functions: FAILED, registers nothing: its register_reward_functions hook raised "
+        "RuntimeError('database unreachable')\n" in captured.out
+    )
+    assert "    register_advantage_estimators: still_here\n" in captured.out
+    assert "broken  (import_fails)  FAILED\n    FAILED to load, nothing of it is loaded: importing" in captured.out
+    assert "    register_reward_functions: shared [CLASH with 'plugin_b': unusable], only_a\n" in captured.out
+    assert "    register_reward_functions: shared [CLASH with 'plugin_a': unusable]\n" in captured.out
+    assert "sb3-grpo: warning: The sb3_grpo plugin 'flaky' (failing_rewards_raises) failed to load" in captured.err
+    assert "sb3-grpo: warning: Two plugins claim the reward function name 'shared'" in captured.err
+    sb3_grpo.plugins._reset_for_tests()
+    assert main(["plugins", "--strict"]) == 1  # for CI: a failed plugin or a clash fails
+    capsys.readouterr()
+    sb3_grpo.plugins._reset_for_tests()
+    assert main(["plugins", "--json"]) == 0
+    import json
+
+    listed = {p["name"]: p for p in json.loads(capsys.readouterr().out)}
+    assert listed["plugin_a"]["clashes"] == {"register_reward_functions": {"shared": ["plugin_b"]}}
+    assert listed["broken"]["failed"]["load"].startswith("importing its entry point 'import_fails' raised ImportError")
 
 
 @pytest.mark.parametrize("cls", ALL, ids=_ids)
@@ -296,10 +453,12 @@ def test_installed_plugins_claiming_one_name_break_only_that_name(entry_points, 
 
 def test_two_distributions_declaring_one_plugin_name_both_load(entry_points):
     entry_points(("dup", "clash_a"), ("dup", "clash_b"))
-    with pytest.warns(PluginWarning, match=r"Two installed distributions declare the sb3_grpo plugin 'dup'"):
+    with pytest.warns(PluginWarning) as record:  # both at load
         sb3_grpo.plugins.load_plugins()
-    with pytest.warns(PluginWarning, match=r"reward function name 'shared': 'dup' .* and 'dup \(clash_b\)'"):
-        names = sb3_grpo.available_reward_functions()
+    messages = [str(w.message) for w in record]
+    assert any("Two installed distributions declare the sb3_grpo plugin 'dup'" in m for m in messages), messages
+    assert any("reward function name 'shared': 'dup' (clash_a) and 'dup (clash_b)'" in m for m in messages), messages
+    names = sb3_grpo.available_reward_functions()
     assert "only_a" in names and "shared" not in names
     assert sb3_grpo.get_advantage_estimator("gae") is not None
 
