@@ -7,9 +7,9 @@ from . import GroupMedian, episode_length
 
 @hookimpl
 def register_advantage_estimators(register):
-    register("group_median", GroupMedian)
+    register("example_group_median", GroupMedian)
 
 
 @hookimpl
 def register_reward_functions(register):
-    register("episode_length", episode_length)
+    register("example_episode_length", episode_length)
