@@ -22,15 +22,18 @@ from sb3_grpo.plugins import (
     UnknownNameError,
     available_advantage_estimators,
     available_reward_functions,
+    available_state_snapshots,
     get_advantage_estimator,
     get_reward_function,
     list_plugins,
     register_advantage_estimator,
     register_plugin,
     register_reward_function,
+    register_state_snapshot,
     unregister_advantage_estimator,
     unregister_plugin,
     unregister_reward_function,
+    unregister_state_snapshot,
 )
 from sb3_grpo.reinforce import REINFORCE
 
@@ -59,6 +62,7 @@ __all__ = [
     "__version__",
     "available_advantage_estimators",
     "available_reward_functions",
+    "available_state_snapshots",
     "get_advantage_estimator",
     "get_reward_function",
     "hookimpl",
@@ -66,7 +70,9 @@ __all__ = [
     "register_advantage_estimator",
     "register_plugin",
     "register_reward_function",
+    "register_state_snapshot",
     "unregister_advantage_estimator",
     "unregister_plugin",
     "unregister_reward_function",
+    "unregister_state_snapshot",
 ]

@@ -12,10 +12,14 @@ group whose value is the module holding the ``@hookimpl`` functions::
 
 Every hook receives a ``register`` callback and returns nothing: the plugin calls ``register(name, obj)``
 once per object it provides. Names are what users type in configs, YAML files and on the command line;
-they must be unique across all installed plugins (a clash is an error naming both plugins and where each comes
-from). A plugin that implements no hook gets a :class:`sb3_grpo.PluginWarning` naming it.
+they must be unique across all installed plugins: a name two plugins register is unusable (an error naming both
+plugins and where each comes from when it is used, a :class:`sb3_grpo.PluginWarning` when plugins load), and every
+other name works. A plugin that implements no hook gets a :class:`sb3_grpo.PluginWarning` naming it.
 
-Hooks are called once, lazily, the first time a name is looked up (see :mod:`sb3_grpo.plugins`).
+Hooks are called once, lazily, the first time a name is looked up (see :mod:`sb3_grpo.plugins`). An installed
+plugin whose hook raises or registers an invalid name or object contributes nothing of that kind: a
+:class:`sb3_grpo.PluginWarning` names it, the hook and the error, and every other plugin and name works;
+:func:`sb3_grpo.register_plugin` runs the hooks at once and refuses such a plugin.
 """
 
 from __future__ import annotations

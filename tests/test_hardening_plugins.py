@@ -467,10 +467,10 @@ def test_every_registry_verb_names_what_it_cannot_find(fresh_plugins):
     with pytest.raises(KeyError, match=r"No sb3_grpo plugin named 'never-registered' is registered"):
         sb3_grpo.unregister_plugin("never-registered")
     with pytest.raises(KeyError, match=r"No state snapshotter named 'nope' was registered in-process"):
-        sb3_grpo.plugins.unregister_state_snapshot("nope")
-    sb3_grpo.plugins.register_state_snapshot("mine", Snap)
+        sb3_grpo.unregister_state_snapshot("nope")
+    sb3_grpo.register_state_snapshot("mine", Snap)
     assert "mine" in sb3_grpo.plugins.available_state_snapshots()
-    sb3_grpo.plugins.unregister_state_snapshot("mine")
+    sb3_grpo.unregister_state_snapshot("mine")
     assert "mine" not in sb3_grpo.plugins.available_state_snapshots()
     with pytest.raises(PluginError, match=r"invalid advantage estimator 'plain': plain_advantages\(inputs\) is a function"):
         sb3_grpo.register_advantage_estimator("plain", plain_advantages)
