@@ -1,10 +1,12 @@
 """
-Modules that moved keep their old import paths.
+Old module paths that saved files still name.
 
-Saved models pickle objects by the path of their class (an estimator, a reward function, a buffer class), and
-plugins and scripts import documented paths, so every module that moves is listed here and its old path is an
-alias of the new module: ``import sb3_grpo.common.fisher`` gives ``sb3_grpo.exact_trpo.fisher`` itself (same
-module object, same classes), and an object pickled under the old path unpickles as the new class.
+A saved model pickles some objects by the path of their class. The files of sb3_grpo 0.1.0 that
+``tests/data/`` keeps (``grpo_0.1.0_cartpole.zip``) name the policy class as
+``sb3_grpo.grpo.policies.ActorPolicy``, a module that is now ``sb3_grpo.common.policies``; that old path is an
+alias of the new module (same module object, same classes), so such a file unpickles its policy class as the
+current one. Only the paths that a committed file needs are listed: load each file of ``tests/data/`` with an
+alias removed to check that it is still needed (``tests/test_saved_models.py`` loads them).
 """
 
 from __future__ import annotations
@@ -16,19 +18,7 @@ __all__ = ["MOVED_MODULES", "alias_moved_modules"]
 
 #: old module path -> the module it is now.
 MOVED_MODULES: dict[str, str] = {
-    "sb3_grpo.common.fisher": "sb3_grpo.exact_trpo.fisher",
-    "sb3_grpo.common.kl_controllers": "sb3_grpo.adaptive_kl_ppo.kl_controllers",
-    "sb3_grpo.common.rewards": "sb3_grpo.common.reward_scoring",
-    "sb3_grpo.envs.rewards": "sb3_grpo.envs.arithmetic_rewards",
-    "sb3_grpo.common.env_hooks": "sb3_grpo.common.groups.env_hooks",
-    "sb3_grpo.common.group_sampling": "sb3_grpo.common.groups.scheduler",
-    "sb3_grpo.grpo.policies": "sb3_grpo.common.policies",
-    # group sampling, shared by GRPO and OnlineDPO
-    "sb3_grpo.grpo.env_hooks": "sb3_grpo.common.groups.env_hooks",
-    "sb3_grpo.grpo.group_sampling": "sb3_grpo.common.groups.scheduler",
-    "sb3_grpo.grpo.rollout": "sb3_grpo.common.groups.collector",
-    "sb3_grpo.grpo.branching": "sb3_grpo.common.groups.branching",
-    "sb3_grpo.grpo.buffers": "sb3_grpo.common.groups.buffers",
+    "sb3_grpo.grpo.policies": "sb3_grpo.common.policies",  # policy_class of tests/data/grpo_0.1.0_cartpole.zip
 }
 
 
