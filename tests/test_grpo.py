@@ -36,21 +36,21 @@ def first_obs_by_group(buffer, group_size):
 
 
 def test_loss_weights_by_hand():
-    lengths = np.array([2, 4, 1, 3])
-    keep = np.array([True, True, True, False])
-    # grpo: 1 / (M L_i) with M = 3 kept trajectories
-    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "grpo", 2), [1 / 6, 1 / 12, 1 / 3, 0])
-    # bnpo: 1 / N with N = 7 kept steps; dapo is the same
-    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "bnpo", 2), [1 / 7, 1 / 7, 1 / 7, 0])
-    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "dapo", 2), [1 / 7, 1 / 7, 1 / 7, 0])
+    lengths = np.array([2, 4, 1])
+    # grpo: 1 / (M L_i) with M = 3 trajectories
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, "grpo", 2), [1 / 6, 1 / 12, 1 / 3])
+    # bnpo: 1 / N with N = 7 steps; dapo is the same
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, "bnpo", 2), [1 / 7, 1 / 7, 1 / 7])
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, "dapo", 2), [1 / 7, 1 / 7, 1 / 7])
     # dr_grpo: 1 / (M C)
-    np.testing.assert_allclose(trajectory_loss_weights(lengths, keep, "dr_grpo", 2, loss_constant=10), [1 / 30] * 3 + [0])
+    np.testing.assert_allclose(trajectory_loss_weights(lengths, "dr_grpo", 2, loss_constant=10), [1 / 30] * 3)
     # sqrt scaling multiplies by sqrt(G)
     np.testing.assert_allclose(
-        trajectory_loss_weights(lengths, keep, "grpo", 4, "sqrt"), 2 * trajectory_loss_weights(lengths, keep, "grpo", 4)
+        trajectory_loss_weights(lengths, "grpo", 4, "sqrt"), 2 * trajectory_loss_weights(lengths, "grpo", 4)
     )
     # every step weighs once: the weights of a full batch sum to 1 (grpo: per trajectory, bnpo: per step)
-    w = trajectory_loss_weights(lengths, np.ones(4, bool), "grpo", 2)
+    lengths = np.array([2, 4, 1, 3])
+    w = trajectory_loss_weights(lengths, "grpo", 2)
     assert np.isclose((w * lengths).sum(), 1.0)
 
 

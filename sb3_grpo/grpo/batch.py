@@ -52,11 +52,10 @@ def build_batch(
     advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
 
     # Per-step loss weights (see GroupRolloutBuffer).
-    keep = np.ones(len(trajectories), dtype=bool)
     lengths = counts.astype(np.float64)
     if loss_type == "dr_grpo" and loss_constant is None:
         loss_constant = float(lengths.max())
-    per_trajectory = trajectory_loss_weights(lengths, keep, loss_type, group_size, group_loss_scale, loss_constant)
+    per_trajectory = trajectory_loss_weights(lengths, loss_type, group_size, group_loss_scale, loss_constant)
     weights = np.repeat(per_trajectory, counts)
     buffer.fill(
         scored.observations, scored.actions, scored.log_prob, advantages, weights, np.repeat(np.arange(len(counts)), counts)

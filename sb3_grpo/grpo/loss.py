@@ -18,7 +18,6 @@ IMPORTANCE_SAMPLING_LEVELS = ("step", "trajectory")
 
 def trajectory_loss_weights(
     lengths: np.ndarray,
-    keep: np.ndarray,
     loss_type: str,
     group_size: int,
     group_loss_scale: str = "mean",
@@ -26,29 +25,26 @@ def trajectory_loss_weights(
 ) -> np.ndarray:
     """The loss weight of every step of each trajectory, such that the batch loss is ``sum_steps w * loss_step``.
 
-    With ``M`` kept trajectories, ``N`` kept steps and ``L_i`` the length of trajectory ``i``: ``"grpo"``:
+    With ``M`` trajectories, ``N`` steps and ``L_i`` the length of trajectory ``i``: ``"grpo"``:
     ``1 / (M L_i)``; ``"bnpo"``/``"dapo"``: ``1 / N``; ``"dr_grpo"``: ``1 / (M C)`` with ``C = loss_constant``.
     ``group_loss_scale="sqrt"`` multiplies by ``sqrt(G)`` (a group's summed loss is divided by ``sqrt(G)``
-    instead of ``G``). Dropped trajectories (``keep`` False) weigh 0.
+    instead of ``G``).
 
-    :param lengths: ``(M_all,)`` trajectory lengths.
-    :param keep: ``(M_all,)`` bool, trajectories that enter the loss.
-    :return: ``(M_all,)`` weight of each step of each trajectory.
+    :param lengths: ``(M,)`` trajectory lengths.
+    :return: ``(M,)`` weight of each step of each trajectory.
     """
     lengths = np.asarray(lengths, dtype=np.float64)
-    keep = np.asarray(keep, dtype=bool)
-    weights = np.zeros(len(lengths))
-    n_kept = int(keep.sum())
-    if n_kept == 0:
-        return weights
+    n_trajectories = len(lengths)
+    if n_trajectories == 0:
+        return np.zeros(0)
     if loss_type == "grpo":
-        weights[keep] = 1.0 / (n_kept * lengths[keep])
+        weights = 1.0 / (n_trajectories * lengths)
     elif loss_type in ("bnpo", "dapo"):
-        weights[keep] = 1.0 / lengths[keep].sum()
+        weights = np.full(n_trajectories, 1.0 / lengths.sum())
     elif loss_type == "dr_grpo":
         if loss_constant is None or not loss_constant > 0:
             raise ValueError(f"loss_type='dr_grpo' needs a positive loss_constant, got {loss_constant!r}")
-        weights[keep] = 1.0 / (n_kept * loss_constant)
+        weights = np.full(n_trajectories, 1.0 / (n_trajectories * loss_constant))
     else:
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if group_loss_scale == "sqrt":
