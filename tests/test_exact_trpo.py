@@ -20,7 +20,8 @@ from torch import nn
 
 from sb3_grpo.common.kl import distribution_parameters
 from sb3_grpo.exact_trpo import ExactTRPO
-from sb3_grpo.exact_trpo.fisher import ExactFisher, actor_parameters
+from sb3_grpo.exact_trpo.actor import actor_parameters
+from sb3_grpo.exact_trpo.fisher import ExactFisher
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))

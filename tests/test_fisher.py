@@ -11,18 +11,16 @@ from torch import nn
 from torch.func import functional_call
 
 from sb3_grpo.common.kl import distribution_parameters, exact_kl
-from sb3_grpo.exact_trpo.fisher import (
-    ExactFisher,
+from sb3_grpo.exact_trpo.actor import (
     actor_parameters,
     closed_form_fisher_problem,
-    conjugate_gradient,
-    cudnn_disabled,
     distribution_inputs,
     fixed_noise,
     make_distribution,
-    preconditioned_refinement,
     preprocessed_observations,
 )
+from sb3_grpo.exact_trpo.fisher import ExactFisher, cudnn_disabled
+from sb3_grpo.exact_trpo.solvers import conjugate_gradient, preconditioned_refinement
 
 ACTION_SPACES = {
     "categorical": spaces.Discrete(3),

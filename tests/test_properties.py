@@ -22,7 +22,8 @@ from torch.func import functional_call
 from sb3_grpo import AdvantageInputs, get_advantage_estimator
 from sb3_grpo.common.advantages import run_estimator
 from sb3_grpo.common.kl import distribution_parameters, exact_kl, kl_estimate
-from sb3_grpo.exact_trpo.fisher import ExactFisher, distribution_inputs
+from sb3_grpo.exact_trpo.actor import distribution_inputs
+from sb3_grpo.exact_trpo.fisher import ExactFisher
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

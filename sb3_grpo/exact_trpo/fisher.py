@@ -36,11 +36,11 @@ Actors whose output at a state depends on the rest of the batch (BatchNorm norma
 statistics, in training mode) or on random draws (Dropout in training mode) are differentiated through one forward
 pass over the whole batch, as the caller runs it: the rows of ``U^T`` are vector-Jacobian products of that pass
 (``J_n`` then includes how the other states move state ``n``'s output), and the noise layers draw the same masks as
-the caller's forward when both run under :func:`fixed_noise` with the same seed. The policy's buffers (BatchNorm
+the caller's forward when both run under :func:`~.actor.fixed_noise` with the same seed. The policy's buffers (BatchNorm
 running statistics) are left as they were.
 
-:func:`conjugate_gradient` is the matrix-free alternative (zero start, so deterministic).
-:func:`preconditioned_refinement` solves the system of a large batch's exact Fisher (matrix-free, structured
+:func:`~.solvers.conjugate_gradient` is the matrix-free alternative (zero start, so deterministic).
+:func:`~.solvers.preconditioned_refinement` solves the system of a large batch's exact Fisher (matrix-free, structured
 products) to a stated residual, with the exact factorisation of a subsample's Fisher as its start and
 preconditioner (:meth:`ExactFisher.subset`, :meth:`ExactFisher.factorize`).
 """
@@ -66,43 +66,24 @@ from torch import nn
 
 from sb3_grpo.exact_trpo.actor import (
     ActorHead,
-    actor_modules,
     actor_parameters,
     batched_vjp,
     closed_form_fisher_problem,
     couples_states,
-    directions_per_state,
     distribution_inputs,
     fixed_noise,
-    flat_to_params,
     has_noise_layers,
     index_obs,
-    make_distribution,
     preprocessed_observations,
     preserved_buffers,
 )
-from sb3_grpo.exact_trpo.solvers import cholesky, cholesky_apply, conjugate_gradient, preconditioned_refinement
+from sb3_grpo.exact_trpo.solvers import cholesky, cholesky_apply
 
-# The actor's and the solvers' names are re-exported: this module is where the Fisher maths are documented.
 __all__ = [
     "FISHER_SOLVERS",
     "ExactFisher",
-    "actor_modules",
-    "actor_parameters",
-    "closed_form_fisher_problem",
-    "conjugate_gradient",
-    "couples_states",
     "cudnn_disabled",
-    "directions_per_state",
     "distribution_fisher_factor",
-    "distribution_inputs",
-    "fixed_noise",
-    "flat_to_params",
-    "has_noise_layers",
-    "make_distribution",
-    "preconditioned_refinement",
-    "preprocessed_observations",
-    "preserved_buffers",
 ]
 
 FISHER_SOLVERS = ("auto", "exact", "cg")
@@ -135,7 +116,7 @@ def distribution_fisher_factor(policy: ActorCriticPolicy, z: th.Tensor) -> th.Te
     """``A`` with ``A_n A_n^T`` the Fisher of the action distribution in its network parameters ``z_n``.
 
     :param policy: the policy (its ``action_dist`` type and, for Gaussians, ``log_std``).
-    :param z: ``(N, d)`` from :func:`distribution_inputs` (detached values are enough).
+    :param z: ``(N, d)`` from :func:`~.actor.distribution_inputs` (detached values are enough).
     :return: ``(N, d, k)``.
     """
     z = z.detach()
@@ -196,19 +177,20 @@ class ExactFisher:
     """
     The exact Fisher ``F = (1/N) sum_n J_n^T M_n J_n`` of a policy's actor on ``N`` states, with exact solves.
 
-    Vectors are flat over ``params`` (default: :func:`actor_parameters`), in that order.
+    Vectors are flat over ``params`` (default: :func:`~.actor.actor_parameters`), in that order.
 
-    :param policy: an SB3 ``ActorCriticPolicy`` with a closed-form distribution (see :func:`closed_form_fisher_problem`).
+    :param policy: an SB3 ``ActorCriticPolicy`` with a closed-form distribution
+        (see :func:`~.actor.closed_form_fisher_problem`).
     :param observations: the states (tensor or dict of tensors on the policy's device).
     :param params: the actor parameters (computed when ``None``).
     :param structured: ``None``: use the per-layer factorisation when the actor network is made of ``nn.Linear``
         layers only, else per-sample Jacobians from ``torch.func``; ``True``/``False`` force one of them.
     :param states: the ``N`` states whose Fisher is formed, as indices into ``observations`` (default: all of them).
         The actor runs on all ``observations`` at once, so where its output at a state depends on the others
-        (BatchNorm in training mode, see :func:`couples_states`) or on noise (Dropout, see :func:`has_noise_layers`),
-        each state's output is the one of that whole-batch forward pass.
+        (BatchNorm in training mode, see :func:`~.actor.couples_states`) or on noise (Dropout, see
+        :func:`~.actor.has_noise_layers`), each state's output is the one of that whole-batch forward pass.
     :param noise_seed: the seed of the actor's noise layers (Dropout masks), to match a forward pass the caller runs
-        under :func:`fixed_noise` with the same seed; ``None``: drawn from torch's global generator when the actor
+        under :func:`~.actor.fixed_noise` with the same seed; ``None``: drawn from torch's global generator when the actor
         has active noise layers (one draw, shared by every forward pass of this Fisher).
     """
 

@@ -45,7 +45,7 @@ __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "PolicyStepMixin"]
 #: ``fisher_subsample="auto"`` uses as many states as keep ``N * k`` (Fisher directions) at or below this.
 AUTO_FISHER_DIRECTIONS = 1536
 #: ``fisher_subsample="auto"`` for an actor differentiated through whole-batch forward passes (BatchNorm in training
-#: mode, Dropout; see :func:`sb3_grpo.exact_trpo.fisher.couples_states`): at most this many ``directions x batch states``
+#: mode, Dropout; see :func:`sb3_grpo.exact_trpo.actor.couples_states`): at most this many ``directions x batch states``
 #: (each Fisher direction is a backward pass over the whole batch), e.g. 256 directions for a batch of 2048.
 AUTO_WHOLE_BATCH_WORK = 2**19
 
