@@ -31,10 +31,11 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin
-from sb3_grpo.common.groups.branching import BranchingCollector, branching_problem
+from sb3_grpo.common.groups.branching import BranchingCollector, branching_problem, check_snapshots
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
-from sb3_grpo.common.groups.collector import GroupRolloutCollector, overshoot_limit
+from sb3_grpo.common.groups.collector import GroupRolloutCollector, GroupSettings, SeedState
 from sb3_grpo.common.groups.dynamic_sampling import concatenate_rounds, informative_trajectories, select_trajectories
+from sb3_grpo.common.groups.env_hooks import install_group_reset, is_group_reset_class
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.reward_scoring import RewardCombiner
@@ -73,7 +74,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _branch_states: tuple[str, list[Any]] | None = None
     #: The VecEnv whose slots carry the group-reset hook (see :mod:`sb3_grpo.common.groups.collector`).
     _hooked_env: VecEnv | None = None
-    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``warn_overshoot``).
+    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
     _overshoot_warn_at: int | None = None
     #: Whether this ``learn`` has warned that dynamic sampling ran out of rounds (warned once per ``learn``).
     _sampling_warned: bool = False
@@ -284,7 +285,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         if reset_num_timesteps:
             self._branch_states = None
         setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-        self._overshoot_warn_at = overshoot_limit(self)
+        self._overshoot_warn_at = self._overshoot_limit()
         self._sampling_warned = False
         self._no_signal_warned = False
         self._no_signal_rollouts = 0
@@ -325,7 +326,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         :return: ``False`` if a callback asked to stop training (the partial rollout is then discarded).
         """
         assert self._last_obs is not None, "No previous observation was provided"
-        collector = (GroupRolloutCollector if self.branch_every is None else BranchingCollector)(self, env)
+        collector = self._make_collector(env)
         self.policy.set_training_mode(False)
         self._begin_rollout()
         callback.on_rollout_start()
@@ -335,14 +336,10 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 return self._stopped_in_rollout()
             scored, stats = sampled
         else:
-            rollout = collector.collect(callback, n_rollout_steps)
-            if rollout is None:
+            scored_round = self._collect_round(collector, callback, n_rollout_steps)
+            if scored_round is None:
                 return self._stopped_in_rollout()
-            self._group_counter += rollout.new_groups
-            if rollout.branch_states is not None:
-                self._branch_states = rollout.branch_states
-            self._last_obs = rollout.last_obs
-            scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
+            scored = scored_round
             stats = rollout_stats(scored)
             self._no_signal_rollouts = self._no_signal_rollouts + 1 if stats["train/zero_std_group_fraction"] == 1 else 0
             if self._no_signal_rollouts >= NO_SIGNAL_ROLLOUTS:
@@ -360,6 +357,87 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         callback.on_rollout_end()
         self._rollout_start = None
         return True
+
+    def _make_collector(self, env: VecEnv) -> GroupRolloutCollector:
+        """The collector of this rollout, on ``env`` with the seeded-reset hook installed (and, for branching groups,
+        the env's snapshotters checked once)."""
+        if self._hooked_env is not env or not all(is_group_reset_class(c) for c in env.get_attr("__class__")):
+            install_group_reset(env)
+            self._hooked_env = env
+        settings = GroupSettings(
+            algorithm=self._algorithm_name,
+            group_size=self.group_size,
+            groups_per_rollout=self.groups_per_rollout,
+            max_trajectory_length=self.max_trajectory_length,
+            verify_group_starts=self.verify_group_starts,
+            use_sde=self.use_sde,
+            sde_sample_freq=self.sde_sample_freq,
+            branch_every=self.branch_every,
+            branch_pivot=self.branch_pivot,
+            branch_carry_over=self.branch_carry_over,
+        )
+        collector_class = GroupRolloutCollector
+        if self.branch_every is not None:
+            if not getattr(self, "_snapshots_checked", False):
+                check_snapshots(env)
+                self._snapshots_checked = True
+            collector_class = BranchingCollector
+        return collector_class(
+            self.policy, env, settings, self._vec_normalize_env, self._count_env_steps, self._update_info_buffer
+        )
+
+    def _collect_round(
+        self, collector: GroupRolloutCollector, callback: BaseCallback, n_rollout_steps: int, max_groups: int | None = None
+    ) -> ScoredRollout | None:
+        """One collect-and-score round: collect from where the group seeds stand, apply what the collector found to this
+        model's own state (groups started, the observation to go on from, the states to branch from), score it.
+
+        :return: the scored round, ``None`` if a callback asked to stop.
+        """
+        seeds = SeedState(self._seed_root, self._group_counter, self._np_rng, self._branch_states)
+        rollout = collector.collect(callback, n_rollout_steps, seeds, max_groups=max_groups)
+        if rollout is None:
+            return None
+        self._group_counter += rollout.new_groups
+        if rollout.branch_states is not None:
+            self._branch_states = rollout.branch_states
+        self._last_obs = rollout.last_obs
+        return score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
+
+    def _overshoot_limit(self) -> int | None:
+        """The ``num_timesteps`` past which this ``learn`` is warned about (see :meth:`_warn_overshoot`): twice what was
+        asked for, or twice one rollout of ``n_steps * n_envs`` steps (what SB3's PPO would run for a budget smaller
+        than one rollout), whichever is larger."""
+        requested = self._total_timesteps - self.num_timesteps
+        nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
+        return self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
+
+    def _count_env_steps(self, n: int) -> None:
+        """Count ``n`` env steps of the rollout (the collector calls it after every VecEnv step)."""
+        self.num_timesteps += n
+        if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
+            self._warn_overshoot()
+
+    def _warn_overshoot(self) -> None:
+        """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget."""
+        start = self._rollout_start["num_timesteps"] if self._rollout_start else self.num_timesteps
+        n_envs = self.n_envs
+        if self.groups_per_rollout is not None:
+            rule = f"groups_per_rollout={self.groups_per_rollout} groups of group_size={self.group_size} whole episodes"
+        else:
+            minimum = -(-2 * n_envs // self.group_size)
+            rule = (
+                f"groups of group_size={self.group_size} whole episodes until n_steps * n_envs = {self.n_steps} * "
+                f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
+            )
+        warnings.warn(
+            f"{self._algorithm_name}: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps "
+            f"asked for: this rollout alone has run {self.num_timesteps - start:,} env steps so far, because a rollout "
+            f"runs {rule}. For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or "
+            "fewer envs (n_envs); or raise total_timesteps.",
+            stacklevel=3,
+        )
+        self._overshoot_warn_at = None
 
     def _stopped_in_rollout(self) -> bool:
         """A callback stopped ``learn`` during the rollout, whose part collected so far is discarded: the model now is
@@ -410,15 +488,13 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         n_sampled_groups = kept_groups = kept_steps = rounds = 0
         steps, groups = n_rollout_steps, None
         while rounds < self.max_sampling_rounds:
-            rollout = collector.collect(callback, steps, max_groups=groups)
-            if rollout is None:
+            scored_round = self._collect_round(collector, callback, steps, max_groups=groups)
+            if scored_round is None:
                 return None
+            scored = scored_round
             rounds += 1
-            self._group_counter += rollout.new_groups
-            self._last_obs = rollout.last_obs
-            scored = score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
             scored.group_ids = scored.group_ids + n_sampled_groups  # distinct across rounds
-            n_sampled_groups += rollout.n_groups
+            n_sampled_groups += scored.n_groups
             outcomes.append(scored.outcomes)
             group_ids.append(scored.group_ids)
             keep = informative_trajectories(scored.group_ids, scored.outcomes)

@@ -15,10 +15,10 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.common.groups.collector import GroupRolloutCollector, Rollout, StepRecord
+from sb3_grpo.common.groups.collector import GroupRolloutCollector, Rollout, SeedState, StepRecord
 from sb3_grpo.common.groups.scheduler import group_seed
 
-__all__ = ["BRANCH_PIVOTS", "BranchingCollector", "branching_problem", "env_id"]
+__all__ = ["BRANCH_PIVOTS", "BranchingCollector", "branching_problem", "check_snapshots", "env_id"]
 
 #: The values ``branch_pivot`` accepts.
 BRANCH_PIVOTS = ("any", "alive")
@@ -47,46 +47,47 @@ def env_id(env: VecEnv) -> str:
     return str(getattr(spec, "id", None) or env.get_attr("unwrapped", indices=[0])[0].__class__.__qualname__)
 
 
+def check_snapshots(env: VecEnv) -> None:
+    """Raise, before any step, the error of a slot whose env has no state snapshotter (the workers return it)."""
+    refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
+    if refusal is not None:
+        raise refusal
+
+
 class BranchingCollector(GroupRolloutCollector):
     """Runs branching groups (see the module docstring); a rollout ends at a segment boundary once
-    ``n_steps * n_envs`` steps are recorded (or ``groups_per_rollout`` segment groups ran)."""
+    ``n_steps * n_envs`` steps are recorded (or ``groups_per_rollout`` segment groups ran). The env's snapshotters
+    are checked by :func:`check_snapshots` first."""
 
-    def __init__(self, model: Any, env: VecEnv):
-        super().__init__(model, env)
-        if not getattr(model, "_snapshots_checked", False):
-            # a clear error, before any step, if the env has no snapshotter (returned by the workers, not raised there)
-            refusal = next((r for r in env.env_method("sb3_grpo_check_snapshots") if isinstance(r, Exception)), None)
-            if refusal is not None:
-                raise refusal
-            model._snapshots_checked = True
-
-    def collect(self, callback: BaseCallback, n_rollout_steps: int, max_groups: int | None = None) -> Rollout | None:
-        model, env, n_envs = self.model, self.env, self.n_envs
-        assert model.branch_every is not None
-        size, length = model.group_size, int(model.branch_every)
+    def collect(
+        self, callback: BaseCallback, n_rollout_steps: int, seeds: SeedState, max_groups: int | None = None
+    ) -> Rollout | None:
+        settings, env, n_envs = self.settings, self.env, self.n_envs
+        assert settings.branch_every is not None
+        size, length = settings.group_size, int(settings.branch_every)
         n_blocks = n_envs // size
         target = n_rollout_steps * n_envs
         # State to branch from, per block (None: start a new group). Episodes go on across rollouts: a rollout starts
         # from the states the previous one ended its last segment with (on the same env, with the same blocks).
         name = env_id(env)
-        carried = model._branch_states
+        carried = seeds.branch_states
         snapshots: list[Any] = [None] * n_blocks
-        if model.branch_carry_over and carried is not None and carried[0] == name and len(carried[1]) == n_blocks:
+        if settings.branch_carry_over and carried is not None and carried[0] == name and len(carried[1]) == n_blocks:
             snapshots = list(carried[1])
         group_of: dict[int, int] = {}
         ends: dict[int, tuple[bool, bool]] = {}
         record = StepRecord()
         recorded = segment_groups = new_groups = 0
 
-        while recorded < target and (model.groups_per_rollout is None or segment_groups < model.groups_per_rollout):
+        while recorded < target and (settings.groups_per_rollout is None or segment_groups < settings.groups_per_rollout):
             active = np.full(n_envs, -1, dtype=np.int64)
-            pivots = model._np_rng.integers(size, size=n_blocks)
+            pivots = seeds.rng.integers(size, size=n_blocks)
             for block in range(n_blocks):
                 group = segment_groups
                 segment_groups += 1
                 seed = None
                 if snapshots[block] is None:
-                    seed = group_seed(model._seed_root, model._group_counter + new_groups)
+                    seed = group_seed(seeds.seed_root, seeds.group_counter + new_groups)
                     new_groups += 1
                 for member in range(size):
                     slot, trajectory = block * size + member, group * size + member
@@ -122,10 +123,10 @@ class BranchingCollector(GroupRolloutCollector):
             for block in range(n_blocks):
                 pivot = block * size + int(pivots[block])
                 alive = active[pivot] >= 0
-                if not alive and model.branch_pivot == "alive":
+                if not alive and settings.branch_pivot == "alive":
                     survivors = block * size + np.flatnonzero(active[block * size : (block + 1) * size] >= 0)
                     if len(survivors):
-                        pivot, alive = int(model._np_rng.choice(survivors)), True
+                        pivot, alive = int(seeds.rng.choice(survivors)), True
                 snapshots[block] = env.env_method("sb3_grpo_snapshot", indices=[pivot])[0] if alive else None
             for slot in np.flatnonzero(active >= 0).tolist():
                 ends[int(active[slot])] = (False, False)  # cut by branching: neither terminal nor a time limit

@@ -1,20 +1,23 @@
 """
 The group rollout: :class:`GroupRolloutCollector` runs whole groups of trajectories on a VecEnv and records them.
 
-The collector installs the seeded-reset hook in every slot (:mod:`sb3_grpo.common.groups.env_hooks`), asks the
+The collector takes explicit inputs: the policy, the VecEnv (whose slots carry the seeded-reset hook of
+:mod:`sb3_grpo.common.groups.env_hooks`), the group settings (:class:`GroupSettings`), the seed state of the rollout
+(:class:`SeedState`) and two callables of the algorithm that owns the step counters. It asks the
 :class:`~sb3_grpo.common.groups.scheduler.GroupScheduler` which (group, member) trajectory each slot runs next, checks
 that the members of a group start from the same observation, steps the env with the policy and checks what comes
-back. What it returns, a :class:`Rollout`, is sorted into scored trajectories by
-:func:`sb3_grpo.common.groups.trajectories.score_rollout`. The branching variant (``branch_every``) is
-:class:`sb3_grpo.common.groups.branching.BranchingCollector`. Used by every group-sampling algorithm (GRPO,
-OnlineDPO) through :class:`~sb3_grpo.common.groups.algorithm.GroupSamplingAlgorithm`.
+back, and returns what it found, a :class:`Rollout` (the steps, the groups, the new groups started, the states to
+branch from): the algorithm applies that to its own counters, and
+:func:`sb3_grpo.common.groups.trajectories.score_rollout` sorts it into scored trajectories. The branching variant
+(``branch_every``) is :class:`sb3_grpo.common.groups.branching.BranchingCollector`. Used by the group-sampling
+algorithms through :class:`~sb3_grpo.common.groups.algorithm.GroupSamplingAlgorithm`.
 """
 
 from __future__ import annotations
 
-import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch as th
@@ -23,22 +26,20 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.common.groups.env_hooks import INFO_KEY, install_group_reset, is_group_reset_class
+from sb3_grpo.common.groups.env_hooks import INFO_KEY
 from sb3_grpo.common.groups.scheduler import GroupScheduler
+from sb3_grpo.common.policies import ActorPolicy
 from sb3_grpo.common.rollout_checks import check_finite_reset, check_finite_step
 from sb3_grpo.common.vec_env import own_env_class, unwrap_vec_env
 
-if TYPE_CHECKING:
-    from sb3_grpo.common.groups.algorithm import GroupSamplingAlgorithm
-
 __all__ = [
     "GroupRolloutCollector",
+    "GroupSettings",
     "NonReproducibleResetError",
     "Rollout",
+    "SeedState",
     "StepRecord",
     "describe_env",
-    "overshoot_limit",
-    "warn_overshoot",
 ]
 
 
@@ -60,37 +61,6 @@ def describe_env(env: VecEnv) -> str:
             return "of unknown class"
     cls = own_env_class(cls)  # not the subclass that this package's hooks swapped in
     return f"of class {cls.__module__}.{cls.__qualname__}"
-
-
-def overshoot_limit(model: GroupSamplingAlgorithm) -> int | None:
-    """The ``num_timesteps`` past which this ``learn`` is warned about (see :func:`warn_overshoot`): twice what was
-    asked for, or twice one rollout of ``n_steps * n_envs`` steps (what SB3's PPO would run for a budget smaller than
-    one rollout), whichever is larger."""
-    requested = model._total_timesteps - model.num_timesteps
-    nominal = 0 if model.groups_per_rollout is not None else model.n_steps * model.n_envs
-    return model.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
-
-
-def warn_overshoot(model: GroupSamplingAlgorithm, n_envs: int) -> None:
-    """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget (see
-    ``GroupSamplingAlgorithm._setup_learn``)."""
-    start = model._rollout_start["num_timesteps"] if model._rollout_start else model.num_timesteps
-    if model.groups_per_rollout is not None:
-        rule = f"groups_per_rollout={model.groups_per_rollout} groups of group_size={model.group_size} whole episodes"
-    else:
-        minimum = -(-2 * n_envs // model.group_size)
-        rule = (
-            f"groups of group_size={model.group_size} whole episodes until n_steps * n_envs = {model.n_steps} * "
-            f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
-        )
-    warnings.warn(
-        f"{model._algorithm_name}: learn(total_timesteps={model._total_timesteps:,}) will run more than twice the steps "
-        f"asked for: this rollout alone has run {model.num_timesteps - start:,} env steps so far, because a rollout "
-        f"runs {rule}. For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or "
-        "fewer envs (n_envs); or raise total_timesteps.",
-        stacklevel=2,
-    )
-    model._overshoot_warn_at = None
 
 
 class StepRecord:
@@ -126,7 +96,7 @@ class Rollout:
     :param ends: trajectory id -> ``(terminated, truncated)``.
     :param group_of: trajectory id -> its group in this rollout.
     :param n_groups: the groups of this rollout.
-    :param new_groups: the groups started from a seeded reset (they advance the model's group counter).
+    :param new_groups: the groups started from a seeded reset (the algorithm advances its group counter by them).
     :param last_obs: the observation the next rollout starts from.
     :param branch_states: branching groups: ``(env id, state to branch from per block)`` at the end.
     """
@@ -140,6 +110,42 @@ class Rollout:
     branch_states: tuple[str, list[Any]] | None = None
 
 
+@dataclass(frozen=True)
+class GroupSettings:
+    """The algorithm's arguments a collector follows (documented on :class:`sb3_grpo.GRPO`).
+
+    :param algorithm: the algorithm's name, for messages.
+    """
+
+    algorithm: str
+    group_size: int
+    groups_per_rollout: int | None
+    max_trajectory_length: int
+    verify_group_starts: bool
+    use_sde: bool
+    sde_sample_freq: int
+    branch_every: int | None = None
+    branch_pivot: str = "any"
+    branch_carry_over: bool = True
+
+
+@dataclass
+class SeedState:
+    """Where the group seeds stand when a rollout (or one round of dynamic sampling) starts; the collector reads it
+    and reports in its :class:`Rollout` what it used.
+
+    :param seed_root: the root of every group's seed (see :func:`~sb3_grpo.common.groups.scheduler.group_seed`).
+    :param group_counter: the groups started from a seeded reset so far.
+    :param rng: the generator branching groups draw their pivots from (advanced as they draw).
+    :param branch_states: branching groups: ``(env id, state to branch from per block)`` where the last rollout ended.
+    """
+
+    seed_root: int
+    group_counter: int
+    rng: np.random.Generator
+    branch_states: tuple[str, list[Any]] | None = None
+
+
 class GroupRolloutCollector:
     """Runs groups of ``group_size`` trajectories on ``env``, every member of a group from its group's seed.
 
@@ -147,20 +153,34 @@ class GroupRolloutCollector:
     start state must be in place before the episode ends); groups stop opening once ``n_steps * n_envs`` steps are
     recorded (or ``groups_per_rollout`` groups opened), and the open groups run to their end.
 
-    :param model: the algorithm (its policy, settings and step counters).
-    :param env: the VecEnv to collect from.
+    :param policy: the policy that acts (its noise is reset as gSDE asks).
+    :param env: the VecEnv to collect from, its slots carrying the seeded-reset hook
+        (:func:`~sb3_grpo.common.groups.env_hooks.install_group_reset`).
+    :param settings: the group settings.
+    :param vec_normalize: the ``VecNormalize`` in ``env``'s stack, if any (the env's own observations and rewards are
+        recorded and checked).
+    :param count_steps: called with ``n_envs`` after every VecEnv step, before the callback: the algorithm counts its
+        steps (SB3 callbacks read ``num_timesteps`` during the rollout).
+    :param record_infos: called with ``(infos, dones)`` after the callback, as SB3's ``_update_info_buffer``.
     """
 
-    def __init__(self, model: GroupSamplingAlgorithm, env: VecEnv):
-        self.model = model
+    def __init__(
+        self,
+        policy: ActorPolicy,
+        env: VecEnv,
+        settings: GroupSettings,
+        vec_normalize: Any,
+        count_steps: Callable[[int], None],
+        record_infos: Callable[[Any, np.ndarray], None],
+    ):
+        self.policy = policy
         self.env = env
+        self.settings = settings
+        self.vec_normalize = vec_normalize
+        self.count_steps = count_steps
+        self.record_infos = record_infos
         self.base = unwrap_vec_env(env)
         self.n_envs = env.num_envs
-        if getattr(model, "_hooked_env", None) is not env or not all(
-            is_group_reset_class(c) for c in env.get_attr("__class__")
-        ):
-            install_group_reset(env)
-            model._hooked_env = env
 
     # ------------------------------------------------------------------ resets
 
@@ -173,7 +193,7 @@ class GroupRolloutCollector:
         record = self.base.reset_infos[slot].get(INFO_KEY) if self.base.reset_infos[slot] else None
         if record is None or record[0] != expected:
             raise RuntimeError(
-                f"{self.model._algorithm_name} scheduled trajectory {expected} in env slot {slot}, but the slot's reset "
+                f"{self.settings.algorithm} scheduled trajectory {expected} in env slot {slot}, but the slot's reset "
                 f"info reports {record!r}. Something between the VecEnv and the env (a custom VecEnv or a wrapper that "
                 "resets on its own) bypassed the seeded reset; use DummyVecEnv or SubprocVecEnv with standard wrappers."
             )
@@ -184,7 +204,7 @@ class GroupRolloutCollector:
     ) -> None:
         """Raise :class:`NonReproducibleResetError` as soon as a member of a group starts from another observation than
         the group's first member (``starts``: group -> (first member's trajectory, its start digest), filled here)."""
-        if not self.model.verify_group_starts:
+        if not self.settings.verify_group_starts:
             return
         first_trajectory, first_digest = starts.setdefault(group, (trajectory, digest))
         if digest == first_digest:
@@ -192,13 +212,13 @@ class GroupRolloutCollector:
         where = f"(env {describe_env(self.env)}, group {group}: trajectories {first_trajectory} and {trajectory})"
         if restored:
             raise NonReproducibleResetError(
-                f"Members of a {self.model._algorithm_name} branching group were restored from the same state snapshot "
+                f"Members of a {self.settings.algorithm} branching group were restored from the same state snapshot "
                 f"but started from different observations {where}: the env's state snapshotter does not restore "
                 "everything the observation depends on. Fix the snapshotter registered for this env "
                 "(register_state_snapshots), or pass verify_group_starts=False to train anyway."
             )
         raise NonReproducibleResetError(
-            f"Members of a {self.model._algorithm_name} group reset with the same seed but started from different "
+            f"Members of a {self.settings.algorithm} group reset with the same seed but started from different "
             f"observations {where}: "
             "the env's reset(seed=...) is not reproducible, so a group baseline would compare different start states. "
             "Make it deterministic: in reset(), call super().reset(seed=seed) first and draw everything random from "
@@ -212,16 +232,15 @@ class GroupRolloutCollector:
         """Reset every slot (each with what is scheduled for it) and check the observations."""
         obs = self.env.reset()
         check_finite_reset(self._raw_obs(obs))
-        if self.model.use_sde:  # every slot starts a new trajectory
-            self.model.policy.reset_noise(self.n_envs)
+        if self.settings.use_sde:  # every slot starts a new trajectory
+            self.policy.reset_noise(self.n_envs)
         return obs
 
     # ------------------------------------------------------------------ steps
 
     def _raw_obs(self, obs: Any) -> Any:
         """The env's own observations (under a VecNormalize, before normalisation, which clips an inf to a number)."""
-        vec_normalize = self.model._vec_normalize_env
-        return vec_normalize.old_obs if vec_normalize is not None else obs
+        return self.vec_normalize.old_obs if self.vec_normalize is not None else obs
 
     def step(
         self, obs: Any, callback: BaseCallback, record: StepRecord, active: np.ndarray, episode_step: np.ndarray
@@ -232,27 +251,30 @@ class GroupRolloutCollector:
         :param episode_step: the step index each slot reaches with this step (for error messages).
         :return: ``(new_obs, dones, infos)``.
         """
-        model, env = self.model, self.env
-        if model.use_sde and model.sde_sample_freq > 0 and record.n_env_steps // env.num_envs % model.sde_sample_freq == 0:
-            model.policy.reset_noise(env.num_envs)
+        policy, env, settings = self.policy, self.env, self.settings
+        if (
+            settings.use_sde
+            and settings.sde_sample_freq > 0
+            and record.n_env_steps // env.num_envs % settings.sde_sample_freq == 0
+        ):
+            policy.reset_noise(env.num_envs)
         with th.inference_mode():  # the values no_grad gives, with less bookkeeping
-            actions_t, log_prob_t = model.policy(obs_as_tensor(obs, model.device))  # type: ignore[arg-type]
+            actions_t, log_prob_t = policy(obs_as_tensor(obs, policy.device))  # type: ignore[arg-type]
         actions = actions_t.cpu().numpy()
         clipped = actions
-        if isinstance(model.action_space, spaces.Box):
-            if model.policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
-                clipped = model.policy.unscale_action(actions)
+        action_space = policy.action_space
+        if isinstance(action_space, spaces.Box):
+            if policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
+                clipped = policy.unscale_action(actions)
             else:
-                clipped = np.clip(actions, model.action_space.low, model.action_space.high)
+                clipped = np.clip(actions, action_space.low, action_space.high)
         new_obs, rewards, dones, infos = env.step(clipped)
-        model.num_timesteps += env.num_envs
-        if model._overshoot_warn_at is not None and model.num_timesteps > model._overshoot_warn_at:
-            warn_overshoot(model, env.num_envs)
+        self.count_steps(env.num_envs)
         callback.update_locals(locals())
         if not callback.on_step():
             return None
-        model._update_info_buffer(infos, dones)
-        vec_normalize = model._vec_normalize_env
+        self.record_infos(infos, dones)
+        vec_normalize = self.vec_normalize
         raw_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
         # an idle slot's reward belongs to no trajectory: only the running ones are checked
         check_finite_step(self._raw_obs(new_obs), np.where(active >= 0, raw_rewards, 0.0), infos, episode_step, dones)
@@ -261,19 +283,22 @@ class GroupRolloutCollector:
 
     # ------------------------------------------------------------------ one rollout
 
-    def collect(self, callback: BaseCallback, n_rollout_steps: int, max_groups: int | None = None) -> Rollout | None:
+    def collect(
+        self, callback: BaseCallback, n_rollout_steps: int, seeds: SeedState, max_groups: int | None = None
+    ) -> Rollout | None:
         """Run the rollout's groups to their end (``None`` if a callback asked to stop).
 
-        :param n_rollout_steps: open groups until ``n_rollout_steps * n_envs`` steps are recorded (unless the model
-            has ``groups_per_rollout``).
+        :param n_rollout_steps: open groups until ``n_rollout_steps * n_envs`` steps are recorded (unless the settings
+            have ``groups_per_rollout``).
+        :param seeds: where the group seeds stand.
         :param max_groups: with ``groups_per_rollout``, run this many groups instead (dynamic sampling's later rounds).
         """
-        model, n_envs = self.model, self.n_envs
-        groups = model.groups_per_rollout if max_groups is None or not model.groups_per_rollout else max_groups
+        settings, n_envs = self.settings, self.n_envs
+        groups = settings.groups_per_rollout if max_groups is None or not settings.groups_per_rollout else max_groups
         scheduler = GroupScheduler(
-            model.group_size,
-            model._seed_root,
-            model._group_counter,
+            settings.group_size,
+            seeds.seed_root,
+            seeds.group_counter,
             target_steps=None if groups else n_rollout_steps * n_envs,
             max_groups=groups,
         )
@@ -313,12 +338,12 @@ class GroupRolloutCollector:
             new_obs, dones, infos = stepped
             recorded += int(running.sum())
             lengths[running] += 1
-            too_long = running & (lengths > model.max_trajectory_length)
+            too_long = running & (lengths > settings.max_trajectory_length)
             if too_long.any():
                 raise RuntimeError(
                     f"A trajectory in env slot {int(np.flatnonzero(too_long)[0])} ran for more than "
-                    f"max_trajectory_length={model.max_trajectory_length} steps without ending. "
-                    f"{model._algorithm_name} scores whole episodes, so every episode must end: wrap the env in "
+                    f"max_trajectory_length={settings.max_trajectory_length} steps without ending. "
+                    f"{settings.algorithm} scores whole episodes, so every episode must end: wrap the env in "
                     "gymnasium.wrappers.TimeLimit (or register it with max_episode_steps), or raise max_trajectory_length "
                     "if such long episodes are intended."
                 )
@@ -330,8 +355,8 @@ class GroupRolloutCollector:
                 if nxt is None:
                     active[slot] = -1
                     continue
-                if model.use_sde and model.sde_sample_freq == -1:
-                    model.policy.reset_noise(n_envs, indices=[slot])
+                if settings.use_sde and settings.sde_sample_freq == -1:
+                    self.policy.reset_noise(n_envs, indices=[slot])
                 start(slot, nxt.trajectory, nxt.group)
             obs = new_obs
         return Rollout(record, ends, group_of, scheduler.n_groups, scheduler.n_groups, obs)
