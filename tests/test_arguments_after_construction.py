@@ -12,33 +12,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
-from envs import TargetEnv
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv
+from tiny_models import ALGORITHMS, CLASSES, make_model, tiny_env
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
+from sb3_grpo import GRPO, REINFORCE
 from sb3_grpo.common.arguments import ArgumentTypeError
 
-ALGOS = {
-    "grpo": (GRPO, dict(n_steps=10, group_size=2)),
-    "exact_trpo": (ExactTRPO, dict(n_steps=16, batch_size=16, n_critic_updates=2)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=16, batch_size=16, n_epochs=1)),
-    "reinforce": (REINFORCE, dict(n_steps=16)),
-    "online_dpo": (OnlineDPO, dict(n_steps=10, group_size=2)),
-}
 WITH_EPOCHS = ["grpo", "adaptive_kl_ppo", "reinforce", "online_dpo"]
-
-
-def _env():
-    return DummyVecEnv([TargetEnv, TargetEnv])
-
-
-def _make(name, env=None, **kwargs):
-    cls, defaults = ALGOS[name]
-    policy_kwargs = kwargs.pop("policy_kwargs", dict(net_arch=[16]))
-    env = _env() if env is None else env
-    return cls("MlpPolicy", env, policy_kwargs=policy_kwargs, seed=0, device="cpu", **{**defaults, **kwargs})
 
 
 def _params(model):
@@ -53,7 +35,7 @@ def _digest(path):
 def saved(tmp_path):
     def save(name):
         path = tmp_path / f"{name}.zip"
-        _make(name).save(path)
+        make_model(name).save(path)
         return path
 
     return save
@@ -62,8 +44,8 @@ def saved(tmp_path):
 # ---------------------------------------------------------------- arguments that reach a model after construction
 
 LOAD_CASES = [
-    *[(name, "kwargs", dict(gamma=1.5), r"gamma \(the discount factor\) must be in \[0, 1\], got 1.5") for name in ALGOS],
-    *[(name, "custom_objects", dict(gamma=-0.1), r"gamma .* must be in \[0, 1\], got -0.1") for name in ALGOS],
+    *[(name, "kwargs", dict(gamma=1.5), r"gamma \(the discount factor\) must be in \[0, 1\], got 1.5") for name in ALGORITHMS],
+    *[(name, "custom_objects", dict(gamma=-0.1), r"gamma .* must be in \[0, 1\], got -0.1") for name in ALGORITHMS],
     *[(name, "kwargs", dict(n_epochs=0), r"n_epochs must be an integer >= 1, got 0") for name in WITH_EPOCHS],
     ("grpo", "custom_objects", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5"),
     ("adaptive_kl_ppo", "kwargs", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5"),
@@ -76,19 +58,19 @@ LOAD_CASES = [
 
 @pytest.mark.parametrize("name, how, bad, match", LOAD_CASES)
 def test_an_argument_given_to_load_meets_the_constructors_checks_and_the_file_is_kept(saved, name, how, bad, match):
-    cls = ALGOS[name][0]
+    cls = CLASSES[name]
     path = saved(name)
     before = _digest(path)
     given = dict(custom_objects=bad) if how == "custom_objects" else bad
     with pytest.raises(ValueError, match=match + r".*\(an argument given to load\(\) or stored in the file\)"):
-        cls.load(path, env=_env(), device="cpu", **given)
+        cls.load(path, env=tiny_env(), device="cpu", **given)
     assert _digest(path) == before  # nothing the user saved is touched
-    cls.load(path, env=_env(), device="cpu").learn(32)  # and the file still loads and trains
+    cls.load(path, env=tiny_env(), device="cpu").learn(32)  # and the file still loads and trains
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_an_argument_set_by_hand_is_checked_when_learn_starts(name):
-    model = _make(name)
+    model = make_model(name)
     model.gamma = 2.0
     with pytest.raises(ValueError, match=r"gamma .* must be in \[0, 1\], got 2.0 \(an argument set after construction\)"):
         model.learn(32)
@@ -96,7 +78,7 @@ def test_an_argument_set_by_hand_is_checked_when_learn_starts(name):
 
 @pytest.mark.parametrize("name", WITH_EPOCHS)
 def test_a_wrong_type_set_by_hand_is_an_argument_type_error(name):
-    model = _make(name)
+    model = make_model(name)
     model.n_epochs = "3"
     with pytest.raises(ValueError, match=r"n_epochs must be an integer >= 1, got '3' \(an argument set after construction\)"):
         model.learn(32)
@@ -114,9 +96,9 @@ def turns_nan(progress):
 
 
 @pytest.mark.parametrize("schedule, value", [(turns_negative, r"-\d"), (turns_nan, "nan")])
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_learning_rate_schedule_that_turns_bad_late_is_named_before_it_is_applied(name, schedule, value):
-    model = _make(name, learning_rate=schedule)
+    model = make_model(name, learning_rate=schedule)
     applied = []
     original = model.policy.optimizer.step
 
@@ -132,7 +114,7 @@ def test_a_learning_rate_schedule_that_turns_bad_late_is_named_before_it_is_appl
 
 @pytest.mark.parametrize("name", ["grpo", "adaptive_kl_ppo"])
 def test_a_clip_range_schedule_that_turns_negative_is_named(name):
-    model = _make(name, clip_range=lambda progress: progress - 0.5)
+    model = make_model(name, clip_range=lambda progress: progress - 0.5)
     with pytest.raises(ValueError, match=r"clip_range = .*<lambda> gave -"):
         model.learn(400)
 
@@ -140,23 +122,23 @@ def test_a_clip_range_schedule_that_turns_negative_is_named(name):
 # ---------------------------------------------------------------- policy arguments
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_an_activation_given_by_name_is_refused_with_the_class_to_write(name):
     with pytest.raises(ArgumentTypeError, match=r"activation_fn.*got 'tanh'\. Write activation_fn=torch\.nn\.Tanh"):
-        _make(name, policy_kwargs=dict(activation_fn="tanh"))
+        make_model(name, policy_kwargs=dict(activation_fn="tanh"))
 
 
 @pytest.mark.parametrize("net_arch", [[0], [16, 0], dict(pi=[16], vf=[0]), dict(pi=[0])])
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_layer_of_no_units_is_refused(name, net_arch):
     with pytest.raises(ValueError, match=r"policy_kwargs\['net_arch'\] = .* has layer size\(s\) \[0\]"):
-        _make(name, policy_kwargs=dict(net_arch=net_arch))
+        make_model(name, policy_kwargs=dict(net_arch=net_arch))
 
 
 @pytest.mark.parametrize("name", ["grpo", "reinforce", "online_dpo"])
 def test_the_value_layers_of_an_actor_only_policy_are_ignored_without_naming_another_algorithm(name):
     with pytest.warns(UserWarning, match="no value network") as record:
-        _make(name, policy_kwargs=dict(net_arch=dict(pi=[16], vf=[16])))
+        make_model(name, policy_kwargs=dict(net_arch=dict(pi=[16], vf=[16])))
     assert not any("GRPO" in str(w.message) for w in record)
 
 
@@ -164,18 +146,18 @@ def test_the_value_layers_of_an_actor_only_policy_are_ignored_without_naming_ano
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_predict_names_a_non_finite_observation(name, bad):
-    model = _make(name)
+    model = make_model(name)
     obs = np.zeros(4, dtype=np.float32)
     obs[2] = bad
     with pytest.raises(ValueError, match=rf"predict: the observation holds {bad!r} at index \(2,\)"):
         model.predict(obs)
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_learning_a_model_loaded_without_env_says_how_to_give_one(saved, name):
-    model = ALGOS[name][0].load(saved(name), device="cpu")
+    model = CLASSES[name].load(saved(name), device="cpu")
     with pytest.raises(ValueError, match=r"no env to learn from .*set_env\(env\)"):
         model.learn(32)
 
@@ -189,7 +171,7 @@ def constant_reward(trajectory):
 
 @pytest.mark.parametrize("name", ["grpo", "online_dpo"])
 def test_rollouts_without_signal_warn_once_naming_the_cause(name):
-    model = _make(name, reward_functions=[constant_reward])
+    model = make_model(name, reward_functions=[constant_reward])
     before = _params(model)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -202,7 +184,7 @@ def test_rollouts_without_signal_warn_once_naming_the_cause(name):
 
 @pytest.mark.parametrize("name", ["grpo", "online_dpo"])
 def test_the_terminal_reward_on_cartpole_has_no_signal_and_says_so(name):
-    model = ALGOS[name][0](
+    model = CLASSES[name](
         "MlpPolicy", "CartPole-v1", n_steps=32, group_size=2, reward_functions=["terminal_reward"], seed=0, device="cpu"
     )
     with pytest.warns(UserWarning, match=r"no signal .*every trajectory scored 1 \(reward functions \['terminal_reward'\]"):
@@ -217,7 +199,7 @@ def test_grpo_on_the_arithmetic_env_with_the_default_reward_says_which_reward_fu
 
 
 def test_a_rollout_with_signal_does_not_warn():
-    model = _make("grpo")
+    model = make_model("grpo")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         model.learn(100)
@@ -261,13 +243,13 @@ class StopAfter(BaseCallback):
         return self.calls > 0
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_save_after_a_callback_stopped_learn_describes_the_model(tmp_path, name):
-    model = _make(name)
+    model = make_model(name)
     model.learn(1000, callback=StopAfter(30))
     assert 0 < model.num_timesteps < 1000
     model.save(tmp_path / "stopped.zip")
-    loaded = ALGOS[name][0].load(tmp_path / "stopped.zip", env=_env(), device="cpu")
+    loaded = CLASSES[name].load(tmp_path / "stopped.zip", env=tiny_env(), device="cpu")
     assert loaded.num_timesteps == model.num_timesteps
     for key in ("_group_counter",):
         if hasattr(model, key):

@@ -1,4 +1,4 @@
-"""Bad inputs, across the three algorithms: each is a clear error that names the argument (or the env, function or
+"""Bad inputs, across the algorithms: each is a clear error that names the argument (or the env, function or
 estimator at fault) and the fix, raised before any training step.
 
 Audit of the issue's list (where each case is tested):
@@ -6,7 +6,7 @@ Audit of the issue's list (where each case is tested):
 - invalid hyperparameters: here (the ones not already in the algorithm's own test file), and
   ``test_grpo.py::test_bad_arguments_fail_before_any_step``, ``test_exact_trpo.py::test_refusals``,
   ``test_adaptive_kl_ppo.py::test_bad_arguments_fail_at_construction_naming_the_argument``;
-- an action space a policy cannot handle: here, all three;
+- an observation or action space a policy cannot handle: here, every algorithm;
 - an env whose seeded resets are not reproducible, an env that never ends an episode: GRPO only
   (``test_grpo.py``), which needs both (group members replay one seeded start; a group needs whole
   trajectories). ExactTRPO and AdaptiveKLPPO never reseed the env and bootstrap unfinished episodes with the critic,
@@ -14,7 +14,7 @@ Audit of the issue's list (where each case is tested):
 - NaN or inf rewards or observations: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here;
 - a reward function (GRPO only) or an advantage estimator returning the wrong shape or NaN: here, in training
   (``test_estimators.py`` and ``test_reward_functions.py`` test the checks themselves);
-- unknown plugin names: here, all three;
+- unknown plugin names: here, for every algorithm that takes them;
 - a model loaded with an env whose spaces differ: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here.
 """
 
@@ -25,19 +25,12 @@ import torch as th
 from envs import NaNObservationEnv, NaNRewardEnv, TargetEnv
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+from tiny_models import ALGORITHMS, CLASSES, CRITIC_ALGORITHMS, make_model
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, AdvantageEstimator, AdvantageOutputs, ExactTRPO
+from sb3_grpo import AdvantageEstimator, AdvantageOutputs
 from sb3_grpo.common.advantages import EstimatorError
 from sb3_grpo.common.reward_scoring import RewardFunctionError
 from sb3_grpo.plugins import UnknownNameError
-
-ALGOS = {
-    "grpo": (GRPO, dict(n_steps=10, group_size=2)),
-    "exact_trpo": (ExactTRPO, dict(n_steps=16, batch_size=16, n_critic_updates=2)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=16, batch_size=16, n_epochs=1)),
-    "reinforce": (REINFORCE, dict(n_steps=16)),
-}
-CRITIC_ALGOS = ["exact_trpo", "adaptive_kl_ppo"]
 
 
 class CountingEnv(TargetEnv):
@@ -77,12 +70,6 @@ class TupleActionEnv(gym.Env):
 
     def step(self, action):
         return np.zeros(2, dtype=np.float32), 0.0, True, False, {}
-
-
-def _make(name, env=None, **kwargs):
-    cls, defaults = ALGOS[name]
-    env = env if env is not None else DummyVecEnv([TargetEnv, TargetEnv])
-    return cls("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu", **{**defaults, **kwargs})
 
 
 def _params(model):
@@ -136,6 +123,12 @@ BAD_ARGUMENTS = [
     ("reinforce", dict(gamma=-0.1), r"REINFORCE: gamma \(the discount factor\) must be in \[0, 1\]"),
     ("reinforce", dict(ent_coef=-0.01), "REINFORCE: ent_coef must be a number >= 0"),
     ("reinforce", dict(max_grad_norm=-1.0), r"REINFORCE: max_grad_norm must be None \(no clipping\) or a finite number > 0"),
+    # OnlineDPO (beta, group_size, ref_update_interval, ... are in test_online_dpo.py)
+    ("online_dpo", dict(n_epochs=0), "OnlineDPO: n_epochs must be an integer >= 1"),
+    ("online_dpo", dict(gamma=1.01), r"OnlineDPO: gamma \(the discount factor\) must be in \[0, 1\]"),
+    ("online_dpo", dict(batch_size=0), "OnlineDPO: batch_size must be >= 1 or None"),
+    ("online_dpo", dict(ent_coef=-0.1), "OnlineDPO: ent_coef must be a number >= 0"),
+    ("online_dpo", dict(max_grad_norm=-0.5), r"OnlineDPO: max_grad_norm .* must be a finite number > 0, got -0.5"),
 ]
 
 
@@ -143,7 +136,7 @@ BAD_ARGUMENTS = [
 def test_invalid_hyperparameters_fail_at_construction_naming_the_argument(name, kwargs, match):
     CountingEnv.steps = 0
     with pytest.raises(ValueError, match=match):
-        _make(name, DummyVecEnv([CountingEnv, CountingEnv]), **kwargs)
+        make_model(name, DummyVecEnv([CountingEnv, CountingEnv]), **kwargs)
     assert CountingEnv.steps == 0
 
 
@@ -160,6 +153,8 @@ STRING_NUMBERS = [
     ("adaptive_kl_ppo", dict(learning_rate="3e-4"), r"AdaptiveKLPPO: learning_rate must be a number or a schedule"),
     ("reinforce", dict(n_steps="64"), r"REINFORCE: n_steps must be an integer, got '64'"),
     ("reinforce", dict(baseline_decay="0.9"), r"REINFORCE: baseline_decay must be a number, got '0.9'"),
+    ("online_dpo", dict(n_steps="64"), r"OnlineDPO: n_steps must be an integer, got '64'"),
+    ("online_dpo", dict(beta="0.1"), r"OnlineDPO: beta must be a number, got '0.1'"),
 ]
 
 
@@ -169,18 +164,18 @@ def test_a_number_given_as_a_string_is_named_with_the_type_expected(name, kwargs
     from sb3_grpo.common.arguments import ArgumentTypeError
 
     with pytest.raises(ArgumentTypeError, match=match) as info:
-        _make(name, **kwargs)
+        make_model(name, **kwargs)
     assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
 
 
 def test_clip_range_high_below_clip_range_warns():
     with pytest.warns(UserWarning, match=r"clip_range_high \(0.1\) is smaller than clip_range \(0.2\).*swap"):
-        _make("grpo", clip_range=0.2, clip_range_high=0.1)
+        make_model("grpo", clip_range=0.2, clip_range_high=0.1)
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _make("grpo", clip_range=0.2, clip_range_high=0.28)  # DAPO's clip-higher: no warning
+        make_model("grpo", clip_range=0.2, clip_range_high=0.28)  # DAPO's clip-higher: no warning
 
 
 def test_a_learn_budget_that_whole_groups_overshoot_by_more_than_twice_warns_once_with_the_fix():
@@ -188,7 +183,7 @@ def test_a_learn_budget_that_whole_groups_overshoot_by_more_than_twice_warns_onc
     import warnings
 
     def overshoot_warnings(total_timesteps, **kwargs):
-        model = _make("grpo", DummyVecEnv([lambda: TargetEnv(length=100)] * 2), n_steps=8, n_epochs=1, **kwargs)
+        model = make_model("grpo", DummyVecEnv([lambda: TargetEnv(length=100)] * 2), n_steps=8, n_epochs=1, **kwargs)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.learn(total_timesteps)
@@ -213,10 +208,10 @@ class TupleObservationEnv(gym.Env):
         return (np.zeros(2, dtype=np.float32), 0), 0.0, True, False, {}
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_tuple_observation_space_is_refused_at_construction(name):
     with pytest.raises(NotImplementedError, match=r"Tuple\(.*\) observation space is not supported"):
-        _make(name, DummyVecEnv([TupleObservationEnv]))
+        make_model(name, DummyVecEnv([TupleObservationEnv]))
 
 
 @pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # sb3-contrib's own, before ours
@@ -231,13 +226,13 @@ def test_batch_size_larger_than_the_rollout_warns_with_the_fix(name, match):
     """A warning, not an error: SB3's PPO and sb3-contrib's TRPO accept it (one minibatch per epoch), and rl-zoo
     configs and samplers rely on that."""
     with pytest.warns(UserWarning, match=match):
-        _make(name, batch_size=64).learn(32)
+        make_model(name, batch_size=64).learn(32)
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_an_action_space_no_policy_can_handle_is_refused_naming_it(name):
     with pytest.raises(AssertionError, match=r"only supports .* as action spaces but Tuple"):
-        _make(name, DummyVecEnv([TupleActionEnv]))
+        make_model(name, DummyVecEnv([TupleActionEnv]))
 
 
 class SampledStartEnv(TargetEnv):
@@ -262,7 +257,7 @@ class SeededSampledStartEnv(SampledStartEnv):
 
 
 def test_a_non_reproducible_reset_is_refused_as_the_group_starts_naming_the_env_and_the_fix():
-    model = _make("grpo", DummyVecEnv([lambda: SampledStartEnv(1000)] * 2), n_steps=64)
+    model = make_model("grpo", DummyVecEnv([lambda: SampledStartEnv(1000)] * 2), n_steps=64)
     match = (
         r"different observations \(env of class (tests\.)?test_bad_inputs\.SampledStartEnv, group 0: trajectories 0 and 1\)"
         r".*super\(\)\.reset\(seed=seed\).*self\.np_random.*self\.observation_space\.seed\(seed\).*verify_group_starts=False"
@@ -273,8 +268,8 @@ def test_a_non_reproducible_reset_is_refused_as_the_group_starts_naming_the_env_
         model.learn(64)
     assert model.num_timesteps == 0  # at the group's first reset, not after a rollout of 4 episodes of 1000 steps
 
-    _make("grpo", DummyVecEnv([SeededSampledStartEnv, SeededSampledStartEnv]), n_epochs=1).learn(20)
-    _make("grpo", DummyVecEnv([SampledStartEnv, SampledStartEnv]), n_epochs=1, verify_group_starts=False).learn(20)
+    make_model("grpo", DummyVecEnv([SeededSampledStartEnv, SeededSampledStartEnv]), n_epochs=1).learn(20)
+    make_model("grpo", DummyVecEnv([SampledStartEnv, SampledStartEnv]), n_epochs=1, verify_group_starts=False).learn(20)
 
 
 # ---------------------------------------------------------------- non-finite env outputs
@@ -292,12 +287,12 @@ def test_a_non_reproducible_reset_is_refused_as_the_group_starts_naming_the_env_
     ],
     ids=["nan_reward", "inf_reward", "nan_observation", "nan_terminal_observation"],
 )
-@pytest.mark.parametrize("name", CRITIC_ALGOS)
+@pytest.mark.parametrize("name", CRITIC_ALGORITHMS)
 def test_non_finite_env_output_names_the_env_and_step_before_any_update(name, env_cls, match, normalized):
     env = DummyVecEnv([TargetEnv, env_cls])
     if normalized:  # the check sees the env's own values, not the normalised (clipped) ones
         env = VecNormalize(env)
-    model = _make(name, env)
+    model = make_model(name, env)
     before = _params(model)
     with pytest.raises(ValueError, match=match):
         model.learn(64)
@@ -322,46 +317,46 @@ class NaNResetEnv(TargetEnv):
 
 
 @pytest.mark.parametrize("normalized", [False, True], ids=["raw", "vecnormalize"])
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_non_finite_reset_observation_is_named_as_one_before_any_step(name, normalized):
     """The very first observation (from reset) is checked too, and the message says it came from reset()."""
     env = DummyVecEnv([TargetEnv, NaNResetEnv])
     if normalized:
         env = VecNormalize(env)
-    model = _make(name, env)
+    model = make_model(name, env)
     slot = r"Env 1 \(its index in the VecEnv\)"
     with pytest.raises(ValueError, match=rf"{slot} returned a non-finite observation \(NaN or inf\) from reset\(\), the "):
         model.learn(64)
     assert model.num_timesteps == 0
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_non_finite_observation_from_an_automatic_reset_is_named_as_one(name):
     env = DummyVecEnv([TargetEnv, lambda: NaNResetEnv(after_an_episode=True)])  # episodes of 5 steps
-    model = _make(name, env)
+    model = make_model(name, env)
     match = r"non-finite observation \(NaN or inf\) from reset\(\), the first observation of a new episode \(after step 5"
     with pytest.raises(ValueError, match=match):
         model.learn(64)
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_custom_training_loop_runs_and_keeps_the_checks(name):
     """SB3's own tests and custom loops call ``_setup_learn`` then ``collect_rollouts`` (and ``train``) directly."""
-    model = _make(name)
+    model = make_model(name)
     _, callback = model._setup_learn(total_timesteps=200)
     for _ in range(2):
         assert model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
         model.train()
     assert model.num_timesteps >= 2 * model.n_steps * model.env.num_envs
 
-    model = _make(name, DummyVecEnv([TargetEnv, NaNObservationEnv]))
+    model = make_model(name, DummyVecEnv([TargetEnv, NaNObservationEnv]))
     _, callback = model._setup_learn(total_timesteps=200)
     slot = "Env 1"
     with pytest.raises(ValueError, match=rf"{slot} .*non-finite observation \(NaN or inf\) at step 2 of its episode"):
         model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=model.n_steps)
 
 
-@pytest.mark.parametrize("name", CRITIC_ALGOS)
+@pytest.mark.parametrize("name", CRITIC_ALGORITHMS)
 def test_the_episode_step_counts_on_across_learn_calls(name):
     class LateNaN(TargetEnv):
         """NaN reward at the 7th step of an episode of 10; the first learn call stops after step 4."""
@@ -373,7 +368,7 @@ def test_the_episode_step_counts_on_across_learn_calls(name):
             obs, reward, terminated, truncated, info = super().step(action)
             return obs, (float("nan") if self.t == 7 else reward), terminated, truncated, info
 
-    model = _make(name, DummyVecEnv([LateNaN]), n_steps=4, batch_size=4)
+    model = make_model(name, DummyVecEnv([LateNaN]), n_steps=4, batch_size=4)
     model.learn(4)
     with pytest.raises(ValueError, match=r"Env 0 .* non-finite reward \(nan\) at step 7 of its episode"):
         model.learn(8, reset_num_timesteps=False)
@@ -444,7 +439,7 @@ class FlatGroupEstimator(AdvantageEstimator):
     ],
 )
 def test_a_broken_estimator_is_named_before_any_update(name, estimator, match):
-    model = _make(name, advantage_estimator=estimator)
+    model = make_model(name, advantage_estimator=estimator)
     before = _params(model)
     with pytest.raises(EstimatorError, match=match):
         model.learn(64)
@@ -474,7 +469,7 @@ def test_a_plugin_estimator_that_raises_mid_training_names_itself(name, inner):
 
     register_advantage_estimator("flaky_plugin_estimator", FailsOnSecondCall(inner))
     try:
-        model = _make(name, advantage_estimator="flaky_plugin_estimator")
+        model = make_model(name, advantage_estimator="flaky_plugin_estimator")
         match = r"'flaky_plugin_estimator' \(registered in-process\) raised: ZeroDivisionError\('plugin bug'\)"
         with pytest.raises(EstimatorError, match=match) as info:
             model.learn(10_000)
@@ -524,7 +519,7 @@ def two_rewards(trajectory):
     ],
 )
 def test_a_broken_reward_function_is_named_before_any_update(fn, match):
-    model = _make("grpo", reward_functions=[fn])
+    model = make_model("grpo", reward_functions=[fn])
     before = _params(model)
     with pytest.raises(RewardFunctionError, match=match):
         model.learn(64)
@@ -534,25 +529,26 @@ def test_a_broken_reward_function_is_named_before_any_update(fn, match):
 # ---------------------------------------------------------------- plugin names, loading
 
 
-@pytest.mark.parametrize("name", [name for name in ALGOS if name != "reinforce"])  # REINFORCE's baseline: test_reinforce
+# REINFORCE takes a baseline instead (test_reinforce.py); OnlineDPO scores preference pairs, with no estimator
+@pytest.mark.parametrize("name", [name for name in ALGORITHMS if name not in ("reinforce", "online_dpo")])
 def test_unknown_advantage_estimator_lists_what_exists(name):
     with pytest.raises(UnknownNameError, match=r"no_such_estimator.*Available: .*(gae|group_zscore)"):
-        _make(name, advantage_estimator="no_such_estimator")
+        make_model(name, advantage_estimator="no_such_estimator")
 
 
 def test_unknown_reward_function_lists_what_exists():
     with pytest.raises(UnknownNameError, match=r"no_such_reward.*episodic_return"):
-        _make("grpo", reward_functions=["episodic_return", "no_such_reward"])
+        make_model("grpo", reward_functions=["episodic_return", "no_such_reward"])
 
 
-@pytest.mark.parametrize("name", CRITIC_ALGOS)
+@pytest.mark.parametrize("name", CRITIC_ALGORITHMS)
 @pytest.mark.parametrize("other", ["observation", "action"])
 def test_loading_with_an_env_whose_spaces_differ_is_refused(name, other, tmp_path):
-    model = _make(name)
+    model = make_model(name)
     model.save(tmp_path / "m.zip")
     if other == "observation":
         env, match = DummyVecEnv([lambda: gym.make("CartPole-v1")]), "Observation spaces do not match"
     else:
         env, match = DummyVecEnv([lambda: TargetEnv("multidiscrete")]), "Action spaces do not match"
     with pytest.raises(ValueError, match=match):
-        ALGOS[name][0].load(tmp_path / "m.zip", env=env, device="cpu")
+        CLASSES[name].load(tmp_path / "m.zip", env=env, device="cpu")

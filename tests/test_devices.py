@@ -10,17 +10,16 @@ import torch as th
 from envs import TargetEnv
 from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
+from tiny_models import ALGORITHMS, CLASSES, make_model
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
+from sb3_grpo import ExactTRPO
 
 CUDA = th.cuda.is_available()
 DEVICES = ["cpu", "cuda"]
-ALGOS = {
-    "grpo": (GRPO, dict(n_steps=20, group_size=2, beta=0.05)),
-    "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=32, batch_size=32, n_epochs=2)),
-    "reinforce": (REINFORCE, dict(n_steps=20)),
-    "online_dpo": (OnlineDPO, dict(n_steps=20, group_size=2, ref_update_interval=2)),
+#: the options that give an algorithm more state to move between devices
+DEVICE_OPTIONS = {
+    "grpo": dict(beta=0.05),  # a reference policy
+    "online_dpo": dict(ref_update_interval=2),  # a reference policy refreshed during training
 }
 OBS = np.array([[1.0, -0.5, 0.0, 0.0], [0.2, 0.3, 0.0, 0.0]], dtype=np.float32)
 
@@ -42,10 +41,10 @@ def _on(model, device):
 
 
 @pytest.mark.parametrize("train_device, load_device", _device_params())
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_train_save_load_predict_across_devices(name, train_device, load_device, tmp_path):
-    cls, kwargs = ALGOS[name]
-    model = cls("MlpPolicy", _env(), policy_kwargs=dict(net_arch=[16]), seed=0, device=train_device, **kwargs)
+    cls = CLASSES[name]
+    model = make_model(name, _env(), device=train_device, **DEVICE_OPTIONS.get(name, {}))
     model.learn(128)
     assert _on(model, train_device)
     if name == "grpo":

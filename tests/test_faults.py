@@ -1,6 +1,6 @@
-"""Faults during a long run, for ExactTRPO and AdaptiveKLPPO (GRPO's are in ``test_grpo.py``): a KeyboardInterrupt
-inside ``learn``, a save interrupted half-way, a truncated or foreign model file, a SubprocVecEnv worker that dies
-(also GRPO's: killed mid-rollout, or its env raises)."""
+"""Faults during a long run, for every algorithm (GRPO's interrupt, save and dead-worker cases are in
+``test_grpo_save_resume.py``): a KeyboardInterrupt inside ``learn``, a save interrupted half-way, a truncated or
+foreign model file, a SubprocVecEnv worker that dies (killed mid-rollout, or its env raises)."""
 
 import contextlib
 import os
@@ -13,27 +13,16 @@ import torch as th
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+from tiny_models import ALGORITHMS, CLASSES, GROUP_ALGORITHMS, make_model
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, OnlineDPO
-
-ALGOS = {
-    "exact_trpo": (ExactTRPO, dict(n_steps=32, batch_size=32, n_critic_updates=2)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=32, batch_size=32, n_epochs=2)),
-}
-
-
-ALL_ALGOS = {
-    **ALGOS,
-    "grpo": (GRPO, dict(n_steps=32, group_size=2, n_epochs=2)),
-    "reinforce": (REINFORCE, dict(n_steps=32)),
-    "online_dpo": (OnlineDPO, dict(n_steps=32, group_size=2, n_epochs=2)),
-}
+# GRPO's own cases of the interrupt, save and dead-worker faults are in test_grpo_save_resume.py.
+NOT_GRPO = [name for name in ALGORITHMS if name != "grpo"]
 
 
 def _make(name, env=None):
-    cls, kwargs = ALL_ALGOS[name]
+    """A tiny model on two CartPole envs, rollouts of 64 steps."""
     env = env if env is not None else make_vec_env("CartPole-v1", n_envs=2, seed=0)
-    return cls("MlpPolicy", env, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu", **kwargs)
+    return make_model(name, env, n_steps=32)
 
 
 def _params(model):
@@ -51,27 +40,30 @@ class Interrupt(BaseCallback):
         return True
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", NOT_GRPO)
 def test_keyboard_interrupt_mid_rollout_leaves_a_model_that_saves_and_continues(name, tmp_path):
     model = _make(name)
     with pytest.raises(KeyboardInterrupt):
         model.learn(1000, callback=Interrupt(at=150))  # in the third rollout of 64 steps
     assert model.num_timesteps == 150 and model._n_updates > 0
+    # a group algorithm saved during a rollout stores the state at that rollout's start, to redo the rollout exactly
+    saved_at = model._rollout_start["num_timesteps"] if name in GROUP_ALGORITHMS else 150
+    assert 0 < saved_at <= 150
     model.save(tmp_path / "after_interrupt.zip")
     saved = _params(model)
     model.learn(128, reset_num_timesteps=False)
     assert model.num_timesteps >= 150 + 128
 
-    loaded = ALGOS[name][0].load(tmp_path / "after_interrupt.zip", env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
+    loaded = CLASSES[name].load(tmp_path / "after_interrupt.zip", env=make_vec_env("CartPole-v1", n_envs=2), device="cpu")
     assert all(th.equal(a, b) for a, b in zip(saved, _params(loaded), strict=True))
-    assert loaded.num_timesteps == 150
+    assert loaded.num_timesteps == saved_at
     loaded.learn(128, reset_num_timesteps=False)
-    assert loaded.num_timesteps >= 150 + 128
+    assert loaded.num_timesteps >= saved_at + 128
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", NOT_GRPO)
 def test_interrupted_save_keeps_the_previous_file_and_bad_files_fail_clearly(name, tmp_path, monkeypatch):
-    cls = ALGOS[name][0]
+    cls = CLASSES[name]
     model = _make(name)
     path = tmp_path / "model.zip"
     model.save(path)
@@ -159,13 +151,13 @@ def test_a_save_killed_outright_leaves_a_partial_file_that_the_next_save_removes
         model.save(path)
         assert not killed.exists() and not ancient.exists()
         assert fresh.exists() and other_host.exists() and other_target.exists()
-        ALGOS["adaptive_kl_ppo"][0].load(path, device="cpu")
+        CLASSES["adaptive_kl_ppo"].load(path, device="cpu")
     finally:
         live.kill()
         live.wait()
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", NOT_GRPO)
 def test_dead_subproc_worker_gives_a_clear_error_not_a_hang(name, tmp_path):
     env = make_vec_env("CartPole-v1", n_envs=2, vec_env_cls=SubprocVecEnv)
     try:
@@ -196,7 +188,7 @@ class KillWorker(BaseCallback):
         return True
 
 
-@pytest.mark.parametrize("name", list(ALL_ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_worker_killed_mid_rollout_is_named_every_time(name, tmp_path):
     """Right after the broken pipe the killed worker may not have exited yet: the message must not depend on it."""
     from envs import TargetEnv
@@ -218,7 +210,7 @@ def test_a_worker_killed_mid_rollout_is_named_every_time(name, tmp_path):
         env.close()
 
 
-@pytest.mark.parametrize("name", list(ALL_ALGOS))
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_an_env_that_raises_in_a_worker_is_named_with_its_exception(name):
     from envs import RaisesInStepEnv, TargetEnv
 

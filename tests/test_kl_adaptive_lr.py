@@ -6,8 +6,9 @@ import math
 import pytest
 from envs import TargetEnv
 from stable_baselines3.common.vec_env import DummyVecEnv
+from tiny_models import CLASSES, make_model
 
-from sb3_grpo import GRPO, REINFORCE, AdaptiveKLPPO, ExactTRPO, KLAdaptiveLR, OnlineDPO
+from sb3_grpo import ExactTRPO, KLAdaptiveLR
 
 
 def test_the_rule_step_by_step():
@@ -64,27 +65,19 @@ class Recording(KLAdaptiveLR):
         return rate
 
 
-ALGOS = {
-    "grpo": (GRPO, dict(n_steps=16, group_size=2, n_epochs=2)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(n_steps=16, batch_size=16, n_epochs=2)),
-    "reinforce": (REINFORCE, dict(n_steps=16, n_epochs=2, batch_size=8)),
-    "online_dpo": (OnlineDPO, dict(n_steps=16, group_size=2, n_epochs=2)),
+#: the algorithms that take the schedule (ExactTRPO refuses it, see below), with minibatch epochs for a KL to adapt to
+KL_OPTIONS = {
+    "grpo": dict(n_steps=16, n_epochs=2),
+    "adaptive_kl_ppo": dict(n_epochs=2),
+    "reinforce": dict(n_epochs=2, batch_size=8),
+    "online_dpo": dict(n_steps=16, n_epochs=2),
 }
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", list(KL_OPTIONS))
 def test_each_update_uses_the_rate_the_previous_update_s_kl_gave(name):
-    cls, kwargs = ALGOS[name]
     schedule = Recording(2e-3, desired_kl=0.002, max_lr=5e-2)
-    model = cls(
-        "MlpPolicy",
-        DummyVecEnv([TargetEnv, TargetEnv]),
-        learning_rate=schedule,
-        policy_kwargs=dict(net_arch=[16]),
-        seed=0,
-        device="cpu",
-        **kwargs,
-    )
+    model = make_model(name, learning_rate=schedule, **KL_OPTIONS[name])
     used = []
     step = model.policy.optimizer.step
 
@@ -106,19 +99,11 @@ def test_each_update_uses_the_rate_the_previous_update_s_kl_gave(name):
     assert len(used) >= len(changed) - 1  # the last rate may not have been used yet
 
 
-@pytest.mark.parametrize("name", ALGOS)
+@pytest.mark.parametrize("name", list(KL_OPTIONS))
 def test_the_rate_reached_is_saved_and_a_resumed_run_goes_on_from_it(tmp_path, name):
-    cls, kwargs = ALGOS[name]
+    cls = CLASSES[name]
     env = DummyVecEnv([TargetEnv, TargetEnv])
-    model = cls(
-        "MlpPolicy",
-        env,
-        learning_rate=KLAdaptiveLR(2e-3, desired_kl=0.002),
-        policy_kwargs=dict(net_arch=[16]),
-        seed=0,
-        device="cpu",
-        **kwargs,
-    )
+    model = make_model(name, env, learning_rate=KLAdaptiveLR(2e-3, desired_kl=0.002), **KL_OPTIONS[name])
     model.learn(300)
     reached = model.learning_rate.lr
     assert reached != 2e-3

@@ -1,13 +1,14 @@
-"""Save and resume for ExactTRPO, AdaptiveKLPPO and REINFORCE, whose envs run on across rollouts: every piece of
-algorithm state (optimizer moments, schedule progress and learning rate, beta, the Fisher subsample RNG, REINFORCE's
-moving-average baseline, VecNormalize statistics) is restored, and a resumed run continues bit for bit where the
-interrupted one stopped.
+"""Save and resume. For the algorithms whose envs run on across rollouts (ExactTRPO, AdaptiveKLPPO, REINFORCE):
+every piece of algorithm state (optimizer moments, schedule progress and learning rate, beta, the Fisher subsample
+RNG, REINFORCE's moving-average baseline, VecNormalize statistics) is restored, and a resumed run continues bit for
+bit where the interrupted one stopped.
 
 SB3 saves neither the env's state nor the global RNGs (numpy and torch, which sample the actions and shuffle the
 minibatches); ``load(..., env=...)`` resets the env. So "the same state" can only be tested by handing the loaded
 model what the model file cannot hold: a copy of the env as it was at the save (``force_reset=False``) and the global
 RNG states of that moment. Everything else must come from the file, and any piece left out breaks the bitwise match.
-GRPO, whose rollouts start fresh groups every time, resumes exactly without that help (see ``test_grpo.py``).
+GRPO and OnlineDPO, whose rollouts start fresh groups every time and draw their actions from the model's own
+generator, resume exactly without that help (the last test here; GRPO's checkpoints in ``test_grpo_save_resume.py``).
 """
 
 import copy
@@ -20,6 +21,7 @@ from envs import TargetEnv
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
+from tiny_models import CLASSES, GROUP_ALGORITHMS, make_model
 
 from sb3_grpo import REINFORCE, AdaptiveKLPPO, ExactTRPO
 
@@ -27,10 +29,12 @@ from sb3_grpo import REINFORCE, AdaptiveKLPPO, ExactTRPO
 # in every env, so VecNormalize's running returns (not saved by SB3) are zero at the save.
 N_ENVS, N_STEPS = 2, 20
 ROLLOUT = N_ENVS * N_STEPS
-ALGOS = {
-    "exact_trpo": (ExactTRPO, dict(batch_size=20, n_critic_updates=3, target_kl=0.05, fisher_subsample=15)),
-    "adaptive_kl_ppo": (AdaptiveKLPPO, dict(batch_size=20, n_epochs=2, target_kl=0.002)),
-    "reinforce": (REINFORCE, dict(batch_size=10, n_epochs=2)),
+#: the algorithms whose envs run on across rollouts, with options that give them state to restore (beta adapts, the
+#: Fisher subsample draws); GRPO and OnlineDPO start fresh groups every rollout: see the last test
+RESUME_OPTIONS = {
+    "exact_trpo": dict(batch_size=20, n_critic_updates=3, target_kl=0.05, fisher_subsample=15),
+    "adaptive_kl_ppo": dict(batch_size=20, n_epochs=2, target_kl=0.002),
+    "reinforce": dict(batch_size=10, n_epochs=2),
 }
 LR0 = 3e-3
 
@@ -44,17 +48,7 @@ def _env():
 
 
 def _model(name, env):
-    cls, kwargs = ALGOS[name]
-    return cls(
-        "MlpPolicy",
-        env,
-        n_steps=N_STEPS,
-        learning_rate=linear_lr,
-        policy_kwargs=dict(net_arch=[16]),
-        seed=0,
-        device="cpu",
-        **kwargs,
-    )
+    return make_model(name, env, n_steps=N_STEPS, learning_rate=linear_lr, **RESUME_OPTIONS.get(name, {}))
 
 
 def _rng_state():
@@ -108,7 +102,7 @@ def _state(model):
         state["kl_coef"] = model.kl_coef
     elif isinstance(model, REINFORCE):
         state["baseline_value"] = model.baseline_value  # the moving-average baseline
-    else:
+    elif isinstance(model, ExactTRPO):
         state["fisher_rng"] = copy.deepcopy(model._fisher_rng.bit_generator.state)
     if model._vec_normalize_env is not None:
         state["stats"] = _stats(model._vec_normalize_env)
@@ -149,7 +143,7 @@ class RecordLearningRates(BaseCallback):
 
 
 @pytest.mark.parametrize("vec_normalize", [False, True], ids=["plain", "vecnormalize"])
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", list(RESUME_OPTIONS))
 def test_resumed_run_restores_every_piece_and_continues_bit_for_bit(name, vec_normalize, tmp_path):
     first, then = 3 * ROLLOUT, 3 * ROLLOUT
     env = _env()
@@ -171,7 +165,7 @@ def test_resumed_run_restores_every_piece_and_continues_bit_for_bit(name, vec_no
     model.learn(then, reset_num_timesteps=False, callback=straight_lrs)
 
     new_env = VecNormalize.load(str(tmp_path / "vecnormalize.pkl"), env_copy) if vec_normalize else env_copy
-    cls = ALGOS[name][0]
+    cls = CLASSES[name]
     loaded = cls.load(tmp_path / "model.zip", env=new_env, device="cpu", force_reset=False)
     _assert_same_state(_state(loaded), at_save)
     if vec_normalize:
@@ -193,14 +187,14 @@ def test_resumed_run_restores_every_piece_and_continues_bit_for_bit(name, vec_no
         assert new_env.obs_rms.count == at_save["stats"]["obs_count"] + then
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", list(RESUME_OPTIONS))
 def test_resume_without_the_rng_state_differs(name, tmp_path):
     """The bitwise test above can fail: with the env copy but fresh global RNGs, the runs part ways."""
     model = _model(name, _env())
     model.learn(2 * ROLLOUT)
     model.save(tmp_path / "model.zip")
     env_copy = copy.deepcopy(model.get_env())
-    loaded = ALGOS[name][0].load(tmp_path / "model.zip", env=env_copy, device="cpu", force_reset=False)
+    loaded = CLASSES[name].load(tmp_path / "model.zip", env=env_copy, device="cpu", force_reset=False)
     # two rollouts: the last update of a learn call has learning rate 0 under the linear schedule
     model.learn(2 * ROLLOUT, reset_num_timesteps=False)
     loaded.learn(2 * ROLLOUT, reset_num_timesteps=False)  # load reseeded the global RNGs with the model's seed
@@ -221,7 +215,7 @@ class Snapshot(BaseCallback):
         return True
 
 
-@pytest.mark.parametrize("name", list(ALGOS))
+@pytest.mark.parametrize("name", list(RESUME_OPTIONS))
 def test_checkpoint_taken_mid_rollout_restores_every_piece(name, tmp_path):
     """A ``CheckpointCallback`` checkpoint (model and VecNormalize statistics) taken in the middle of a rollout holds
     the state the run had at that step, and a run resumed from it continues the counters and statistics.
@@ -241,7 +235,7 @@ def test_checkpoint_taken_mid_rollout_restores_every_piece(name, tmp_path):
     expected = snapshot.states[steps]
 
     new_env = VecNormalize.load(str(tmp_path / f"ck_vecnormalize_{steps}_steps.pkl"), _env())
-    loaded = ALGOS[name][0].load(tmp_path / f"ck_{steps}_steps.zip", env=new_env, device="cpu")
+    loaded = CLASSES[name].load(tmp_path / f"ck_{steps}_steps.zip", env=new_env, device="cpu")
     _assert_same_state(_state(loaded), expected)
     assert steps // ROLLOUT == 1 and loaded._n_updates > 0  # one update before the checkpoint, whose moments were restored
 
@@ -249,3 +243,25 @@ def test_checkpoint_taken_mid_rollout_restores_every_piece(name, tmp_path):
     assert loaded.num_timesteps >= total and loaded._n_updates > expected["n_updates"]
     # one observation per env step, and N_ENVS for the reset of the new env
     assert new_env.obs_rms.count == expected["stats"]["obs_count"] + N_ENVS + (loaded.num_timesteps - steps)
+
+
+@pytest.mark.parametrize("name", GROUP_ALGORITHMS)
+def test_a_group_algorithm_resumed_from_a_save_continues_bit_for_bit(name, tmp_path):
+    """No env copy and no global RNG state handed over: a group algorithm reseeds each group's start and its own
+    generator, so a run saved, loaded with a new env and continued matches the run that went on without a save."""
+    options = dict(beta=0.05) if name == "grpo" else dict(ref_update_interval=2)  # a reference policy to restore
+
+    def make():
+        return make_model(name, _env(), n_steps=N_STEPS, learning_rate=linear_lr, **options)
+
+    straight = make()
+    straight.learn(3 * ROLLOUT)
+    straight.learn(3 * ROLLOUT, reset_num_timesteps=False)
+    first = make()
+    first.learn(3 * ROLLOUT)
+    first.save(tmp_path / "model.zip")
+    loaded = CLASSES[name].load(tmp_path / "model.zip", env=_env(), device="cpu")
+    _assert_same_state(_state(loaded), _state(first))
+    assert loaded._group_counter == first._group_counter
+    loaded.learn(3 * ROLLOUT, reset_num_timesteps=False)
+    _assert_same_state(_state(loaded), _state(straight))
