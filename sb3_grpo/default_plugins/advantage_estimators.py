@@ -474,10 +474,10 @@ class GroupAuto(AdvantageEstimator):
       member's discounted reward-to-go minus the other members' at the same step, divided by the batch's standard
       deviation.
 
-    Measured (``benchmarks/default_estimator.py``, table in the GRPO module docs): ``group_zscore`` falls short of
-    SB3's identity tests (74 / 15 / 19 of the 90 they require) where ``group_step_baseline`` passes, while on
-    ``sb3_grpo/Arithmetic-v0`` with a graded outcome (exact match + format + length penalty) the per-group scaling of
-    ``group_zscore`` scored 0.72 against 0.51. Both halves are the built-in estimators unchanged; with GRPO's
+    Measured (table in the GRPO module docs, data in ``benchmarks/results/default_estimator.json``): ``group_zscore``
+    falls short of SB3's identity tests (74 / 15 / 19 of the 90 they require) where ``group_step_baseline`` passes,
+    while on ``sb3_grpo/Arithmetic-v0`` with a graded outcome (exact match + format + length penalty) the per-group
+    scaling of ``group_zscore`` scored 0.72 against 0.51. Both halves are the built-in estimators unchanged; with GRPO's
     ``reward_gammas`` (one discount per reward function) the batch always goes to ``group_step_baseline``.
 
     :param outcome_kwargs: options of the ``group_zscore`` half (``scale``, ``eps``).

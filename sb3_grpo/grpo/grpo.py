@@ -89,7 +89,7 @@ class GRPO(GroupSamplingAlgorithm):
         functions that return one float, such as ``arithmetic_exact_match``), ``"group_step_baseline"`` (a per-step
         group baseline, which credits each step with the rewards that follow it) where rewards come at every step
         (SB3's identity envs, CartPole-v1, Pendulum-v1, MuJoCo). Each half is the better one on its kind of task;
-        measured in ``benchmarks/default_estimator.py`` (table in the GRPO module docs, "Why this default").
+        measured in the GRPO module docs ("Why this default").
     :param advantage_kwargs: options of the estimator.
     :param ent_coef: entropy bonus coefficient.
     :param max_grad_norm: gradient clipping norm (a number > 0).
