@@ -54,7 +54,7 @@ python -m benchmarks.bench_paired --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --ro
 python -m benchmarks.bench_paired --envs LunarLander-v3 HalfCheetah-v5 Hopper-v5 --rounds 10 \
   --out benchmarks/results/paired_adaptive_kl_ppo_large.csv
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
-  bash benchmarks/gpu_check.sh benchmarks/results/gpu
+  bash benchmarks/gpu_check.sh benchmarks/work/gpu
 fi
 
 python -m benchmarks.aggregate --table "$R"
