@@ -30,6 +30,7 @@ def build_batch(
     loss_type: str,
     loss_constant: float | None,
     group_loss_scale: str,
+    first_steps_only: bool = False,
 ) -> float | None:
     """Fill ``buffer`` with the batch of ``scored``.
 
@@ -37,6 +38,8 @@ def build_batch(
     estimator instance.
 
     :param loss_constant: the constant of ``loss_type="dr_grpo"``; ``None``: the longest trajectory of this batch.
+    :param first_steps_only: the batch holds each trajectory's first step only (``branch_common_noise``: a segment
+        trains on the step whose actions its members compare), each weighted as a trajectory of one step.
     :return: the ``loss_constant`` used (``None`` unless ``loss_type="dr_grpo"``).
     """
     trajectories, counts, group_ids = scored.trajectories, scored.counts, scored.group_ids
@@ -50,6 +53,15 @@ def build_batch(
     )
     outputs = run_estimator(estimator, inputs)
     advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
+    observations, actions, log_prob = scored.observations, scored.actions, scored.log_prob
+    if first_steps_only:
+        first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        advantages, actions, log_prob = advantages[first], actions[first], log_prob[first]
+        if isinstance(observations, dict):
+            observations = {key: value[first] for key, value in observations.items()}
+        else:
+            observations = observations[first]
+        counts = np.ones_like(counts)
 
     # Per-step loss weights (see GroupRolloutBuffer).
     lengths = counts.astype(np.float64)
@@ -57,8 +69,6 @@ def build_batch(
         loss_constant = float(lengths.max())
     per_trajectory = trajectory_loss_weights(lengths, loss_type, group_size, group_loss_scale, loss_constant)
     weights = np.repeat(per_trajectory, counts)
-    buffer.fill(
-        scored.observations, scored.actions, scored.log_prob, advantages, weights, np.repeat(np.arange(len(counts)), counts)
-    )
+    buffer.fill(observations, actions, log_prob, advantages, weights, np.repeat(np.arange(len(counts)), counts))
     buffer.group_ids = group_ids  # per trajectory, for inspection
     return loss_constant

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from gymnasium import spaces
 from stable_baselines3.common.type_aliases import GymEnv, Schedule
 from stable_baselines3.common.utils import FloatSchedule
 from stable_baselines3.common.vec_env import VecEnv
@@ -111,6 +112,13 @@ class GRPO(GroupSamplingAlgorithm):
         fresh reset. ``"alive"``: if that member's episode ended, a member drawn at random among those still running
         (each survivor equally likely); a new group only when every member's episode ended. On envs whose episodes
         end early while learning (Hopper), ``"any"`` keeps restarting from reset and rarely trains on later states.
+    :param branch_common_noise: with branching groups, the vine of TRPO (Schulman et al. 2015, section 5.2) with
+        common random numbers: after a segment's first step the members of a group draw their actions from shared
+        noise, so the differences of their segment returns come from their first actions (in an env that is
+        deterministic given state and actions, such as MuJoCo), and each segment trains on its first step only, with
+        the advantage of ``advantage_estimator`` there (the later steps' actions share their noise across members,
+        so comparing them within the group would be biased). Diagonal Gaussian (without gSDE) and categorical
+        policies. The variance it removes is measured in the long-episodes guide.
     :param verify_group_starts: check that the members of every group saw the same first observation and raise
         :class:`NonReproducibleResetError` if not. Set ``False`` only for envs whose seeded resets are knowingly
         not reproducible (the group baseline then compares different start states).
@@ -180,6 +188,7 @@ class GRPO(GroupSamplingAlgorithm):
         branch_every: int | None = None,
         branch_pivot: str = "any",
         branch_carry_over: bool = True,
+        branch_common_noise: bool = False,
         verify_group_starts: bool = True,
         max_trajectory_length: int = 100_000,
         use_sde: bool = False,
@@ -248,6 +257,7 @@ class GRPO(GroupSamplingAlgorithm):
         self.importance_sampling_level = importance_sampling_level
         self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
         self.target_kl = target_kl
+        self.branch_common_noise = branch_common_noise
         self._finish_init(advantage_estimator, dict(advantage_kwargs or {}), _init_setup_model)
 
     # ------------------------------------------------------------------ set-up
@@ -274,6 +284,20 @@ class GRPO(GroupSamplingAlgorithm):
             )
         if self.target_kl is not None and not self.target_kl > 0:
             fail(f"target_kl must be > 0 or None, got {self.target_kl!r}")
+        if not isinstance(self.branch_common_noise, (bool, np.bool_)):
+            fail(f"branch_common_noise must be True or False, got {self.branch_common_noise!r}")
+        if self.branch_common_noise:
+            if self.branch_every is None:
+                fail(
+                    "branch_common_noise shares the members' action noise after a branching segment's first step: it "
+                    "needs branching groups (set branch_every, e.g. 20)"
+                )
+            if self.use_sde or not isinstance(self.action_space, (spaces.Box, spaces.Discrete)):
+                fail(
+                    "branch_common_noise draws actions with shared noise for a diagonal Gaussian policy (Box actions, "
+                    f"without gSDE) or a categorical one (Discrete actions); got action space {self.action_space}"
+                    + (" with use_sde=True" if self.use_sde else "")
+                )
         low, high = self.clip_range, self.clip_range_high
         if isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES) and high < low:
             warnings.warn(
@@ -334,6 +358,7 @@ class GRPO(GroupSamplingAlgorithm):
             loss_type=self.loss_type,
             loss_constant=None if loss_constant is None else float(loss_constant),
             group_loss_scale=self.group_loss_scale,
+            first_steps_only=bool(self.branch_common_noise),
         )
 
     # ------------------------------------------------------------------ update

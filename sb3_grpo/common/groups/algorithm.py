@@ -375,6 +375,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             branch_every=self.branch_every,
             branch_pivot=self.branch_pivot,
             branch_carry_over=self.branch_carry_over,
+            branch_common_noise=bool(getattr(self, "branch_common_noise", False)),
         )
         collector_class = GroupRolloutCollector
         if self.branch_every is not None:

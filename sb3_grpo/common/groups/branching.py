@@ -5,6 +5,11 @@ The VecEnv's slots form blocks of ``group_size``; each block runs one group in l
 ``branch_every`` steps, all members of a block are set to the state one member (the pivot, drawn before the segment)
 reached, through a state snapshot (see the ``register_state_snapshots`` hook), and the next segment is a fresh group
 comparison; where the pivot's episode ended, the block starts a new group from a seeded reset.
+
+With ``branch_common_noise`` (the vine of TRPO, Schulman et al. 2015, section 5.2, with common random numbers), the
+members of a block draw their actions from shared noise after a segment's first step: members whose first actions
+agree then follow the same trajectory in a deterministic env, and the differences of their returns are the effect of
+their first actions (see :meth:`GroupRolloutCollector.act`).
 """
 
 from __future__ import annotations
@@ -104,11 +109,14 @@ class BranchingCollector(GroupRolloutCollector):
                 restored = snapshots[slot // size] is not None
                 self.check_group_start(starts, group_of[trajectory], trajectory, self.reset_digest(slot, trajectory), restored)
 
+            blocks = np.arange(n_envs) // size if settings.branch_common_noise else None
             for segment_step in range(length):
                 if not (active >= 0).any():
                     break
                 running = active >= 0
-                stepped = self.step(obs, callback, record, active, np.full(n_envs, segment_step + 1))
+                # common random numbers after the first step: the members' first actions are what the segment compares
+                shared = blocks if segment_step > 0 else None
+                stepped = self.step(obs, callback, record, active, np.full(n_envs, segment_step + 1), shared)
                 if stepped is None:
                     return None
                 new_obs, dones, infos = stepped

@@ -127,6 +127,7 @@ class GroupSettings:
     branch_every: int | None = None
     branch_pivot: str = "any"
     branch_carry_over: bool = True
+    branch_common_noise: bool = False
 
 
 @dataclass
@@ -242,13 +243,46 @@ class GroupRolloutCollector:
         """The env's own observations (under a VecNormalize, before normalisation, which clips an inf to a number)."""
         return self.vec_normalize.old_obs if self.vec_normalize is not None else obs
 
+    def act(self, obs: Any, noise_blocks: np.ndarray | None = None) -> tuple[th.Tensor, th.Tensor]:
+        """Sample actions and their log-probabilities for every slot (under ``torch.inference_mode``).
+
+        :param noise_blocks: common random numbers: the block of each slot; the slots of one block draw their action
+            from the same noise (a diagonal Gaussian's ``eps`` in ``mean + std * eps``, a categorical's Gumbel noise
+            in ``argmax(logits + g)``), so each slot's action is still a draw from its own policy distribution while
+            the block's draws move together. ``None``: every slot draws its own (the policy's own sampling).
+        """
+        policy = self.policy
+        with th.inference_mode():  # the values no_grad gives, with less bookkeeping
+            obs_t = obs_as_tensor(obs, policy.device)  # type: ignore[arg-type]
+            if noise_blocks is None:
+                return policy(obs_t)
+            distribution = policy.get_distribution(obs_t)
+            inner: Any = distribution.distribution
+            blocks = th.as_tensor(noise_blocks, device=policy.device)
+            n_blocks = int(noise_blocks.max()) + 1
+            if isinstance(inner, th.distributions.Normal):
+                eps = th.randn((n_blocks, *inner.mean.shape[1:])).to(policy.device)
+                actions = inner.mean + inner.stddev * eps[blocks]
+            else:  # Categorical (checked by the algorithm): the Gumbel-max draw, with Gumbel noise shared by a block
+                logits = inner.logits
+                uniform = th.rand((n_blocks, *logits.shape[1:])).to(policy.device).clamp_(1e-20, 1.0)
+                actions = th.argmax(logits - th.log(-th.log(uniform))[blocks], dim=-1)
+            return actions, distribution.log_prob(actions)
+
     def step(
-        self, obs: Any, callback: BaseCallback, record: StepRecord, active: np.ndarray, episode_step: np.ndarray
+        self,
+        obs: Any,
+        callback: BaseCallback,
+        record: StepRecord,
+        active: np.ndarray,
+        episode_step: np.ndarray,
+        noise_blocks: np.ndarray | None = None,
     ) -> tuple[Any, np.ndarray, Any] | None:
         """Act in every slot, step the VecEnv, check and record the step (``None`` if a callback asked to stop).
 
         :param active: the trajectory each slot runs (-1: idle; its steps are not recorded as anyone's).
         :param episode_step: the step index each slot reaches with this step (for error messages).
+        :param noise_blocks: common random numbers for the slots of each block (see :meth:`act`).
         :return: ``(new_obs, dones, infos)``.
         """
         policy, env, settings = self.policy, self.env, self.settings
@@ -258,8 +292,7 @@ class GroupRolloutCollector:
             and record.n_env_steps // env.num_envs % settings.sde_sample_freq == 0
         ):
             policy.reset_noise(env.num_envs)
-        with th.inference_mode():  # the values no_grad gives, with less bookkeeping
-            actions_t, log_prob_t = policy(obs_as_tensor(obs, policy.device))  # type: ignore[arg-type]
+        actions_t, log_prob_t = self.act(obs, noise_blocks)
         actions = actions_t.cpu().numpy()
         clipped = actions
         action_space = policy.action_space
