@@ -4,18 +4,19 @@ estimator at fault) and the fix, raised before any training step.
 Audit of the issue's list (where each case is tested):
 
 - invalid hyperparameters: here (the ones not already in the algorithm's own test file), and
-  ``test_grpo.py::test_bad_arguments_fail_before_any_step``, ``test_exact_trpo.py::test_refusals``,
+  ``test_grpo_bad_inputs.py::test_bad_arguments_fail_before_any_step``, ``test_exact_trpo.py::test_refusals``,
   ``test_adaptive_kl_ppo.py::test_bad_arguments_fail_at_construction_naming_the_argument``;
 - an observation or action space a policy cannot handle: here, every algorithm;
 - an env whose seeded resets are not reproducible, an env that never ends an episode: GRPO only
-  (``test_grpo.py``), which needs both (group members replay one seeded start; a group needs whole
+  (``test_grpo_bad_inputs.py``), which needs both (group members replay one seeded start; a group needs whole
   trajectories). ExactTRPO and AdaptiveKLPPO never reseed the env and bootstrap unfinished episodes with the critic,
   so neither is an error for them;
-- NaN or inf rewards or observations: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here;
+- NaN or inf rewards or observations: GRPO in ``test_grpo_bad_inputs.py``; ExactTRPO and AdaptiveKLPPO here;
 - a reward function (GRPO only) or an advantage estimator returning the wrong shape or NaN: here, in training
   (``test_estimators.py`` and ``test_reward_functions.py`` test the checks themselves);
 - unknown plugin names: here, for every algorithm that takes them;
-- a model loaded with an env whose spaces differ: GRPO in ``test_grpo.py``; ExactTRPO and AdaptiveKLPPO here.
+- a model loaded with an env whose spaces differ: GRPO in ``test_grpo_save_resume.py``; ExactTRPO and AdaptiveKLPPO
+  here.
 """
 
 import gymnasium as gym
@@ -84,7 +85,7 @@ def _unchanged(model, before):
 
 
 BAD_ARGUMENTS = [
-    # GRPO (group_size, beta, loss_type, ... are in test_grpo.py)
+    # GRPO (group_size, beta, loss_type, ... are in test_grpo_bad_inputs.py)
     ("grpo", dict(beta=float("nan")), "beta must be a finite number >= 0"),
     ("grpo", dict(n_epochs=0), "GRPO: n_epochs must be an integer >= 1"),
     ("grpo", dict(gamma=1.01), r"gamma \(the discount factor\) must be in \[0, 1\]"),

@@ -1,0 +1,97 @@
+"""GRPO's reward functions in training: a removed survival bonus, per-function discounts, running statistics kept
+across save and load."""
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3_grpo import GRPO
+from sb3_grpo.default_plugins.advantage_estimators import GroupStepBaseline
+
+
+def test_training_reward_without_the_healthy_reward_reaches_the_update():
+    """InvertedPendulum pays only the survival bonus: with it removed every training reward is 0, so the update
+    sees zero advantages and leaves the policy unchanged, while the episode returns (Monitor) are still the env's."""
+    pytest.importorskip("mujoco")
+    model = GRPO(
+        "MlpPolicy",
+        make_vec_env("InvertedPendulum-v5", n_envs=4, seed=0),
+        n_steps=64,
+        group_size=4,
+        reward_functions=["episodic_return", "healthy_reward"],
+        reward_weights=[1.0, -1.0],
+        seed=0,
+        device="cpu",
+    )
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(512)
+    assert model.rollout_buffer.stats["rollout/outcome_reward_mean"] == 0.0
+    assert len(model.ep_info_buffer) > 0 and min(ep["r"] for ep in model.ep_info_buffer) >= 1.0
+    for old, new in zip(before, model.policy.parameters(), strict=True):
+        th.testing.assert_close(old, new, rtol=0, atol=0)
+
+
+def test_reward_gammas_discount_each_reward_function_apart(tmp_path):
+    """The estimator is handed each reward function's per-step rewards with its own discount; they sum to the
+    rewards it would see otherwise, and the discounts survive save and load."""
+    pytest.importorskip("mujoco")
+    seen = []
+
+    class Spy(GroupStepBaseline):
+        def compute(self, inputs):
+            seen.append(inputs)
+            return super().compute(inputs)
+
+    kwargs = dict(
+        n_steps=32,
+        group_size=4,
+        reward_functions=["without_healthy_reward", "healthy_reward"],
+        reward_gammas=[0.9, 0.999],
+        seed=0,
+        device="cpu",
+    )
+    model = GRPO("MlpPolicy", make_vec_env("Hopper-v5", n_envs=4, seed=0), advantage_estimator=Spy(), **kwargs)
+    model.learn(100)
+    inputs = seen[-1]
+    (healthy_free, g1), (healthy, g2) = inputs.extras["reward_streams"]
+    assert (g1, g2) == (0.9, 0.999)
+    np.testing.assert_allclose(healthy_free + healthy, inputs.rewards, atol=1e-12)
+    # Hopper's survival bonus: 1 on every step but a trajectory's last (0 there when it fell)
+    assert np.all(healthy[:-1][inputs.valid[1:]] == 1.0) and set(np.unique(healthy[inputs.valid])) <= {0.0, 1.0}
+    plain = GRPO(
+        "MlpPolicy",
+        make_vec_env("Hopper-v5", n_envs=4, seed=0),
+        advantage_estimator=Spy(),
+        **{**kwargs, "reward_gammas": None},
+    )
+    plain.learn(100)
+    assert "reward_streams" not in seen[-1].extras
+    np.testing.assert_allclose(seen[-1].rewards, inputs.rewards)  # same seed, same first rollout
+    model.save(tmp_path / "streams.zip")
+    loaded = GRPO.load(tmp_path / "streams.zip", device="cpu")
+    assert loaded.reward_gammas == [0.9, 0.999]
+
+
+def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_path):
+    """scale='floored' is stateful: the running moments of past advantages are saved with the model and go on."""
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    model = GRPO(
+        "MlpPolicy",
+        env,
+        n_steps=200,
+        group_size=2,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+        advantage_estimator="group_step_baseline",
+        advantage_kwargs=dict(scale="floored"),
+    )
+    model.learn(400)
+    state = (model._estimator.running_count, model._estimator.running_mean, model._estimator.running_var)
+    assert state[0] == 800 and state[2] > 0.0  # one rollout: groups open until 400 steps, then finish (800)
+    model.save(tmp_path / "floored.zip")
+    loaded = GRPO.load(tmp_path / "floored.zip", env=make_vec_env("Pendulum-v1", n_envs=2, seed=1), device="cpu")
+    assert (loaded._estimator.running_count, loaded._estimator.running_mean, loaded._estimator.running_var) == state
+    loaded.learn(400, reset_num_timesteps=False)
+    assert loaded._estimator.running_count == 1600
