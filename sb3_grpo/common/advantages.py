@@ -1,6 +1,6 @@
 """
-The advantage-estimator interface, shared by critic algorithms (ExactTRPO, AdaptiveKLPPO) and critic-free
-group algorithms (GRPO).
+The advantage-estimator interface, shared by the algorithms with a critic (SB3's rollout buffer, with values) and
+the critic-free ones that score whole trajectories (grouped by start state, or against a running baseline).
 
 Every estimator reads one :class:`AdvantageInputs` and returns one :class:`AdvantageOutputs`. The inputs are
 time-major arrays of shape ``(T, B)``:
@@ -8,7 +8,7 @@ time-major arrays of shape ``(T, B)``:
 - *critic layout* (SB3's ``RolloutBuffer``): ``B`` env slots, ``T`` steps per slot; episodes may start in the
   middle of a column (``episode_starts``) and the last row is bootstrapped with ``last_values`` unless
   ``dones`` says the episode ended there.
-- *trajectory layout* (GRPO): each column is one whole trajectory starting at row 0, padded to the longest one;
+- *trajectory layout* (group algorithms): each column is one whole trajectory starting at row 0, padded to the longest one;
   ``mask`` marks the real steps. Columns carry an ``outcome_rewards`` entry and a ``group_ids`` entry.
 
 An estimator declares in ``requires`` which of the optional inputs it reads (:data:`NEEDS`). An algorithm

@@ -1,4 +1,4 @@
-"""The type check of the algorithms' numeric arguments, shared by GRPO, ExactTRPO and AdaptiveKLPPO.
+"""The type check of an algorithm's numeric arguments, run first by every constructor.
 
 A number written in quotes in a zoo YAML file or on the command line (``n_steps: "64"``, ``-params beta:"'0.04'"``)
 reaches the constructor as a string, and the first comparison then fails with a bare

@@ -60,9 +60,9 @@ def _loading() -> Iterator[None]:
         _LOADING.reset(token)
 
 
-#: What a critic algorithm (ExactTRPO, AdaptiveKLPPO) hands to advantage estimators.
+#: What an algorithm with a critic hands to advantage estimators (SB3's rollout buffer: values, per-step rewards).
 CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
-#: What GRPO hands to advantage estimators.
+#: What a group algorithm hands to advantage estimators (whole trajectories grouped by their start state).
 GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards"})
 
 
@@ -108,7 +108,7 @@ def make_advantage_estimator(
 
 class AlgorithmMixin:
     """
-    The shared base of GRPO, ExactTRPO and AdaptiveKLPPO (placed before their SB3 base class).
+    The shared base of every sb3_grpo algorithm (placed before the SB3 base class the algorithm extends).
 
     - **Advantage estimator**: :meth:`_setup_estimator` resolves ``advantage_estimator`` / ``advantage_kwargs`` at
       construction (unknown names and misfits fail before any env step) and checks it against

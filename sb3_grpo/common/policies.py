@@ -1,5 +1,6 @@
 """
-Actor-only policies (GRPO, REINFORCE, OnlineDPO): a features extractor, a policy MLP and the action distribution.
+Actor-only policies, for the algorithms without a critic: a features extractor, a policy MLP and the action
+distribution.
 No value network exists at all, so such a policy has exactly the parameters of the actor part of SB3's
 ``ActorCriticPolicy``.
 """
@@ -345,7 +346,7 @@ class ActorPolicy(BasePolicy):
         if squash_output and not use_sde:
             raise ValueError(
                 "squash_output=True is only available with gSDE (use_sde=True), as in SB3's ActorCriticPolicy: pass "
-                "use_sde=True to GRPO, or remove squash_output from policy_kwargs (without it, actions outside the "
+                "use_sde=True to the algorithm, or remove squash_output from policy_kwargs (without it, actions outside the "
                 "Box bounds are clipped before they reach the env)."
             )
         if use_sde and not isinstance(action_space, spaces.Box):

@@ -1,12 +1,12 @@
-"""Refuse non-finite rewards and observations from the env in the rollouts of ExactTRPO and AdaptiveKLPPO.
+"""Refuse non-finite rewards and observations from the env, each step as it arrives, in every algorithm's rollouts.
 
 A NaN or inf from the env poisons the advantages, then every parameter, and the error that follows (if any) points
 at the optimizer. :func:`with_finite_check` (the first callback of ``learn``, see
 :class:`sb3_grpo.common.base_class.AlgorithmMixin`) checks each env step as it arrives, before it enters the rollout
 buffer, and raises a ``ValueError`` naming the env's index in the VecEnv and the step of its episode. The check is
 on the env's own values (under a ``VecNormalize``, the original rewards and observations, which the normalisation
-would otherwise clip to finite numbers). GRPO's own rollout calls :func:`check_finite_reset` and
-:func:`check_finite_step` itself (see :mod:`sb3_grpo.common.groups.collector`).
+would otherwise clip to finite numbers). An algorithm that runs its own rollout (``checks_steps_by_callback = False``)
+calls :func:`check_finite_reset` and :func:`check_finite_step` itself (as :mod:`sb3_grpo.common.groups.collector` does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash-safe saving, clear errors on unreadable files, and the dead-worker error, for all three algorithms
+"""Crash-safe saving, clear errors on unreadable files, and the dead-worker error, for every algorithm
 (used by :class:`sb3_grpo.common.base_class.AlgorithmMixin`)."""
 
 from __future__ import annotations

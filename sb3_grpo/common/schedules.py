@@ -1,4 +1,4 @@
-"""A learning rate driven by the measured KL divergence of each update, for every algorithm of the library.
+"""A learning rate driven by the measured KL divergence of each update, for any algorithm whose step it sizes.
 
 :class:`KLAdaptiveLR` is a schedule (a callable of the remaining progress, as SB3's ``learning_rate`` takes) whose
 value is not a function of the progress but of the training so far: after each update the algorithm hands it the

@@ -82,7 +82,7 @@ def find_snapshotter(env: gym.Env) -> tuple[str, Any]:
     cls = own_env_class(type(env.unwrapped))  # not the subclass GRPO's reset hook swapped in
     raise SnapshotError(
         f"No state snapshotter supports the env {getattr(spec, 'id', None) or cls.__name__!r} "
-        f"({cls.__module__}.{cls.__qualname__}), so GRPO cannot branch groups from its "
+        f"({cls.__module__}.{cls.__qualname__}), so groups cannot branch from its "
         f"states (branch_every). Register one through the 'register_state_snapshots' hook (see "
         f"sb3_grpo.hookspecs) or, in this process, with sb3_grpo.plugins.register_state_snapshot(name, snapshotter) "
         f"(examples/branching_custom_env.py), or train without branch_every. "

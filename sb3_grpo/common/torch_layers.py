@@ -1,6 +1,6 @@
 """
-Features extractors for observations that are token sequences, usable by every algorithm (GRPO, ExactTRPO,
-AdaptiveKLPPO, SB3's PPO, ...) through ``policy_kwargs``::
+Features extractors for observations that are token sequences, usable by every algorithm of this package and of
+SB3 (PPO, ...) through ``policy_kwargs``::
 
     from sb3_grpo.common.torch_layers import TokenSequenceExtractor
 

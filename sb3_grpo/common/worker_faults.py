@@ -1,5 +1,5 @@
 """
-SubprocVecEnv workers that die during ``learn``: which one, and why, for all three algorithms.
+SubprocVecEnv workers that die during ``learn``: which one, and why, for every algorithm.
 
 When a worker process dies (killed, or its env raised an exception, which ends SB3's worker loop), the training
 process only sees the broken pipe: an ``EOFError``, ``BrokenPipeError`` or ``ConnectionResetError``, and the
