@@ -1,5 +1,5 @@
 """
-The seeds' family side by side: REINFORCE, PPO, GRPO, OnlineDPO and AdaptiveKLPPO on the question-answer tasks
+The policy-gradient family side by side: REINFORCE, PPO, GRPO, OnlineDPO and AdaptiveKLPPO on the question-answer tasks
 (``add``, ``sequence`` of :mod:`benchmarks.qa_tasks`) and on CartPole-v1, same policy network, same budget, same
 seeds.
 

@@ -1,5 +1,5 @@
 """
-The main job: train GRPO on CartPole-v1 with a progress bar, then print its evaluation score.
+Train GRPO on CartPole-v1 with a progress bar, then print its evaluation score.
 
 GRPO has no critic: each rollout runs groups of 4 trajectories that start from the same state, and at every step
 a member's discounted reward-to-go is compared with the other members' at the same step (per-step group

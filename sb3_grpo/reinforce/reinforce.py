@@ -1,4 +1,4 @@
-"""REINFORCE with a baseline: the vanilla policy gradient of the seeds' family, as an SB3 on-policy algorithm."""
+"""REINFORCE with a baseline: the vanilla policy gradient, as an SB3 on-policy algorithm."""
 
 from __future__ import annotations
 
