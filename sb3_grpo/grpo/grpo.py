@@ -20,7 +20,7 @@ from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import NonReproducibleResetError
 from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.policies import ActorPolicy, frozen_copy
+from sb3_grpo.common.policies import ActorPolicy
 from sb3_grpo.grpo.batch import build_batch
 from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
 
@@ -317,9 +317,6 @@ class GRPO(GroupSamplingAlgorithm):
 
     def _setup_model(self) -> None:
         super()._setup_model()
-        self.ref_policy: ActorPolicy | None = None
-        if self.beta > 0:
-            self.ref_policy = frozen_copy(self.policy)
         self.clip_range = FloatSchedule(self.clip_range)  # type: ignore[assignment]
         if self.clip_range_high is not None:
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
@@ -332,16 +329,13 @@ class GRPO(GroupSamplingAlgorithm):
                 "reward with gamma."
             )
 
-    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        names, other = super()._get_torch_save_params()
-        if self.beta > 0:
-            names.append("ref_policy")
-        return names, other
-
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "ref_policy"]
+    def _uses_reference(self) -> bool:
+        return self.beta > 0  # the KL term's reference
 
     # ------------------------------------------------------------------ rollouts
+
+    def _has_batch(self) -> bool:
+        return super()._has_batch() and bool(np.any(self.rollout_buffer.weights > 0))  # type: ignore[attr-defined]
 
     def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> None:
         """Advantages, loss weights and the batch (:func:`sb3_grpo.grpo.batch.build_batch`)."""
@@ -365,17 +359,11 @@ class GRPO(GroupSamplingAlgorithm):
 
     def train(self) -> None:
         """Update the policy on the current batch: ``n_epochs`` passes of minibatch gradient steps."""
-        self.policy.set_training_mode(True)
-        self._update_learning_rate(self.policy.optimizer)
         eps_low = self._scheduled("clip_range", self.clip_range)  # type: ignore[arg-type]
         eps_high = eps_low if self.clip_range_high is None else self._scheduled("clip_range_high", self.clip_range_high)  # type: ignore[arg-type]
-        buffer: GroupRolloutBuffer = self.rollout_buffer  # type: ignore[assignment]
-        for key, value in buffer.stats.items():
-            if key.startswith("train/"):
-                self.logger.record(key, value)
-        if buffer.size() == 0 or not np.any(buffer.weights > 0):
-            self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        if not self._begin_update():
             return
+        buffer: GroupRolloutBuffer = self.rollout_buffer  # type: ignore[assignment]
 
         if self.ref_policy is not None:
             buffer.ref_log_prob = buffer.log_prob_under(self.ref_policy)
@@ -423,10 +411,7 @@ class GRPO(GroupSamplingAlgorithm):
 
         if approx_kls:
             self._adapt_learning_rate(float(np.mean(approx_kls)))
-        self._updates_done = getattr(self, "_updates_done", 0) + 1
-        interval = self.ref_update_interval
-        if self.ref_policy is not None and interval is not None and self._updates_done % interval == 0:
-            self.ref_policy.load_state_dict(self.policy.state_dict())
+        self._end_update()
 
         self.logger.record("train/policy_gradient_loss", float(np.mean(pg_losses)) if pg_losses else 0.0)
         self.logger.record("train/entropy_loss", -float(np.mean(entropies)) if entropies else 0.0)

@@ -16,7 +16,7 @@ from sb3_grpo.common.groups.algorithm import GroupSamplingAlgorithm
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.policies import ActorPolicy, frozen_copy
+from sb3_grpo.common.policies import ActorPolicy
 from sb3_grpo.online_dpo.buffers import PreferenceRolloutBuffer
 from sb3_grpo.online_dpo.loss import LOSS_TYPES, pair_margins, preference_loss, trajectory_log_probs
 from sb3_grpo.online_dpo.pairs import PAIRINGS, preference_pairs
@@ -192,15 +192,13 @@ class OnlineDPO(GroupSamplingAlgorithm):
 
     def _setup_model(self) -> None:
         super()._setup_model()
-        self.ref_policy = frozen_copy(self.policy)
         self.rollout_buffer = PreferenceRolloutBuffer(self.observation_space, self.action_space, self.device)
 
-    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        names, other = super()._get_torch_save_params()
-        return [*names, "ref_policy"], other
+    def _uses_reference(self) -> bool:
+        return True  # the preference margins are measured against it
 
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "ref_policy"]
+    def _has_batch(self) -> bool:  # every group scored its members alike: nothing to prefer
+        return super()._has_batch() and len(self.rollout_buffer.pairs) > 0  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ rollouts
 
@@ -231,16 +229,10 @@ class OnlineDPO(GroupSamplingAlgorithm):
 
     def train(self) -> None:
         """Update the policy on the rollout's preference pairs: ``n_epochs`` passes of minibatches of pairs."""
-        self.policy.set_training_mode(True)
-        self._update_learning_rate(self.policy.optimizer)
-        buffer = self.rollout_buffer
-        for key, value in buffer.stats.items():
-            if key.startswith("train/"):
-                self.logger.record(key, value)
-        pairs = buffer.pairs
-        if buffer.size() == 0 or len(pairs) == 0:  # every group scored its members alike: nothing to prefer
-            self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        if not self._begin_update():
             return
+        buffer = self.rollout_buffer
+        pairs = buffer.pairs
 
         ref_log_prob = self._reference_log_probs()
         batch_size = len(pairs) if self.batch_size is None else int(self.batch_size)
@@ -272,10 +264,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
             self._n_updates += 1
 
         self._adapt_learning_rate(float(np.mean(approx_kls)))
-        self._updates_done = getattr(self, "_updates_done", 0) + 1
-        interval = self.ref_update_interval
-        if interval is not None and self._updates_done % interval == 0:
-            self.ref_policy.load_state_dict(self.policy.state_dict())
+        self._end_update()
 
         self.logger.record("train/loss", losses[-1])
         self.logger.record("train/preference_accuracy", float(np.mean(accuracies)))

@@ -37,7 +37,7 @@ from sb3_grpo.common.groups.collector import GroupRolloutCollector, GroupSetting
 from sb3_grpo.common.groups.dynamic_sampling import concatenate_rounds, informative_trajectories, select_trajectories
 from sb3_grpo.common.groups.env_hooks import install_group_reset, is_group_reset_class
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
-from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.plugins import get_reward_function
 
@@ -80,6 +80,12 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _sampling_warned: bool = False
     _no_signal_warned: bool = False
     _no_signal_rollouts: int = 0
+    #: The frozen reference policy (see :meth:`_uses_reference`), ``None`` where the algorithm keeps none.
+    ref_policy: ActorPolicy | None = None
+    #: ``None`` keeps the initial policy as reference; ``k`` copies the current policy into it every ``k`` updates.
+    ref_update_interval: int | None = None
+    #: Updates done so far (they time the reference policy's refreshes; saved with the model, for exact resume).
+    _updates_done: int = 0
 
     def __init__(
         self,
@@ -254,9 +260,16 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             self._group_counter = 0
             self._np_rng = np.random.default_rng(np.random.SeedSequence([self._seed_root, 1]))
         self._rollout_start: dict[str, Any] | None = None
+        self.ref_policy = frozen_copy(self.policy) if self._uses_reference() else None
+
+    def _uses_reference(self) -> bool:
+        """Whether this algorithm keeps a frozen reference policy (GRPO with ``beta > 0``, OnlineDPO); a subclass
+        says. It is built at set-up, saved with the model and refreshed by :meth:`_end_update`."""
+        return False
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        return ["policy", "policy.optimizer"], []
+        names = ["policy", "policy.optimizer"]
+        return ([*names, "ref_policy"] if self._uses_reference() else names), []
 
     def _excluded_save_params(self) -> list[str]:
         return [
@@ -265,6 +278,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             "_rollout_start",
             "_snapshots_checked",
             "_overshoot_warn_at",
+            "ref_policy",  # saved as a torch state (see _get_torch_save_params)
             "_sampling_warned",
             "_no_signal_warned",
             "_no_signal_rollouts",
@@ -439,6 +453,33 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             stacklevel=3,
         )
         self._overshoot_warn_at = None
+
+    # ------------------------------------------------------------------ update
+
+    def _has_batch(self) -> bool:
+        """Whether the rollout left anything to train on (a subclass refines it)."""
+        return self.rollout_buffer.size() > 0
+
+    def _begin_update(self) -> bool:
+        """The start of every update: training mode, the learning rate of this update, the batch's ``train/``
+        statistics logged. ``False`` (with ``train/n_updates`` logged) when the batch has nothing to train on."""
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        for key, value in self.rollout_buffer.stats.items():  # type: ignore[attr-defined]
+            if key.startswith("train/"):
+                self.logger.record(key, value)
+        if self._has_batch():
+            return True
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        return False
+
+    def _end_update(self) -> None:
+        """The end of every update that trained: count it, and copy the policy into the reference policy every
+        ``ref_update_interval`` updates."""
+        self._updates_done += 1
+        interval = self.ref_update_interval
+        if self.ref_policy is not None and interval is not None and self._updates_done % interval == 0:
+            self.ref_policy.load_state_dict(self.policy.state_dict())
 
     def _stopped_in_rollout(self) -> bool:
         """A callback stopped ``learn`` during the rollout, whose part collected so far is discarded: the model now is
