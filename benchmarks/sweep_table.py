@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import table as results_table
-from benchmarks.aggregate import load, seed_list
+from benchmarks.dataset import load, seed_list
 from benchmarks.harness import ROOT
 
 SWEEPS = ROOT / "benchmarks" / "sweeps"

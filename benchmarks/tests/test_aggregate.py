@@ -1,5 +1,5 @@
-"""benchmarks/aggregate.py: its statistics against hand-computed values, its tables on a small fixture table, and the
-committed pages against the committed data."""
+"""benchmarks/aggregate.py and the modules it runs (stats, dataset, blocks, plots): the statistics against
+hand-computed values, the tables on a small fixture table, and the committed pages against the committed data."""
 
 import json
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmarks import aggregate, table
+from benchmarks import aggregate, dataset, table
 from benchmarks.aggregate import GRPO_ENTRY, bootstrap_ci, change, fisher_exact, iqm, load, mann_whitney, select
 
 ROOT = table.ROOT
@@ -76,7 +76,7 @@ def fixture_cells():
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
-    monkeypatch.setattr(aggregate, "ENTRY_CHANGES", {})  # the fixture's cells are the entries as named
+    monkeypatch.setattr(dataset, "ENTRY_CHANGES", {})  # the fixture's cells are the entries as named
     cells = fixture_cells()
     curves = [
         {**{k: c[k] for k in table.KEY}, "timesteps": t, "eval_mean": c["final_eval"] * t / c["budget"], "eval_std": 1.0}

@@ -33,7 +33,9 @@ def test_a_short_run_writes_fps_ratios_and_env_step_shares(tmp_path, capsys):
 
 
 def test_throughput_table_has_the_env_stepping_column_once_measured(tmp_path):
-    from benchmarks.aggregate import block_throughput
+    from benchmarks.blocks import BLOCKS
+
+    block_throughput = BLOCKS["throughput"]
 
     header = "env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio"
     row = "CartPole-v1,ppo,1000,900,10.0,4,0.5,300,1.00,1.00,1.00"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import benchmarks.harness as harness
-from benchmarks import aggregate, bench_wallclock
+from benchmarks import bench_wallclock, blocks
 from benchmarks.bench_wallclock import FIELDS, main, run, summary
 
 
@@ -121,7 +121,7 @@ def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_b
     assert {r["seconds"] for r in rows if r["run"] == "2"} == {"30.0"}
 
     # the aggregate block: the latest run holding both, seeds pooled
-    table = aggregate.block_wallclock(SimpleNamespace(results=tmp_path))
+    table = blocks.BLOCKS["wallclock"](SimpleNamespace(results=tmp_path))
     (line,) = [row for row in table.splitlines() if row.startswith("| HalfCheetah-v5")]
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[2:5] == ["2", "0, 1", "30"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.aggregate import seed_list
+from benchmarks.dataset import seed_list
 from benchmarks.sweep_table import finals, sweep_file, table
 
 

@@ -1,0 +1,216 @@
+"""
+The cells as the aggregate reads them (names, selection, per-env lookup), what it shows of them (``aggregate.yml``:
+entry and sweep names, display names, env groups) and the formatting its tables share.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from benchmarks import table
+
+#: What the aggregate shows, and how: benchmarks/aggregate.yml.
+SPEC_FILE = Path(__file__).with_name("aggregate.yml")
+SPEC: dict[str, Any] = yaml.safe_load(SPEC_FILE.read_text())
+
+ORDER: list[str] = SPEC["order"]
+DISPLAY: dict[str, str] = SPEC["display"]
+NORMALISATION: dict[str, tuple[float, float]] = {env: tuple(v) for env, v in SPEC["normalisation"].items()}
+CLASSIC: tuple[str, ...] = tuple(SPEC["classic"])
+LARGE: tuple[str, ...] = tuple(SPEC["large"])
+CLASSIC_SEEDS: tuple[int, ...] = tuple(SPEC["classic_seeds"])
+#: Final returns at or above this count on these envs (Hopper: standing the whole episode).
+COUNT_ABOVE: dict[str, float] = SPEC["count_above"]
+#: The cells of GRPO's zoo entry where they were run under a sweep name (see aggregate.yml).
+GRPO_ENTRY: dict[str, str] = SPEC["grpo_entry"]
+#: Zoo entries changed after their cells ran: (algorithm, env) -> the sweep variant whose file is the new entry.
+ENTRY_CHANGES: dict[tuple[str, str], str] = {(c["algo"], c["env"]): c["variant"] for c in SPEC["entry_changes"]}
+
+
+# ---- data -------------------------------------------------------------------------------------------------------
+
+
+def budget_label(budget: int) -> str:
+    return f"{budget // 1000}k" if budget % 1000 == 0 else str(budget)
+
+
+def entry_name(label: str, env: str) -> str:
+    """The name of a cell labelled ``label`` on ``env`` (see :data:`ENTRY_CHANGES`)."""
+    algo = label.partition(":")[0]
+    variant = ENTRY_CHANGES.get((algo, env))
+    if variant is None:
+        return label
+    return algo if label == variant else f"{algo}:previous" if label == algo else label
+
+
+def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple[list[dict], dict[tuple, np.ndarray]]:
+    """Every cell of the table (``algo`` = its name: ``grpo``, ``grpo:hc_g8``, ``ppo@300k``) and every curve
+    (``(name, env, seed)`` -> rows of timesteps, eval mean, eval std, train seconds, RSS). Where one configuration ran
+    at several budgets on an env, the cells of the smallest keep its name and the others become ``<name>@<budget>``:
+    rows never mix budgets."""
+    rows = table.read_cells(cells)
+    smallest: dict[tuple[str, str], int] = {}
+    for r in rows:
+        key = (r["env"], table.cell_label(r))
+        smallest[key] = min(smallest.get(key, r["budget"]), r["budget"])
+    summaries = []
+    for r in rows:
+        label = table.cell_label(r)
+        name = entry_name(label, r["env"])
+        if r["budget"] != smallest[(r["env"], label)]:
+            name = f"{name}@{budget_label(r['budget'])}"
+        summaries.append({**r, "algo": name, "hyperparams": json.loads(r["hyperparams"] or "{}")})
+    curve_map: dict[tuple, np.ndarray] = {}
+    if curves is not None:
+        names = {
+            (r["env"], table.cell_label(r), r["seed"], r["budget"]): s["algo"] for r, s in zip(rows, summaries, strict=True)
+        }
+        points: dict[tuple, list] = defaultdict(list)
+        for c in table.read_curves(curves):
+            name = names.get((c["env"], table.cell_label(c), c["seed"], c["budget"]))
+            if name is not None:
+                points[(name, c["env"], c["seed"])].append(
+                    (c["timesteps"], c["eval_mean"], c["eval_std"], c["train_seconds"], c["rss_mb"])
+                )
+        curve_map = {k: np.array(v, dtype=float) for k, v in points.items()}
+    return summaries, curve_map
+
+
+def select(summaries: list[dict], envs=None, algos=None, seeds=None) -> list[dict]:
+    """The cells of these envs, algorithms (``algo@<budget>`` names included) and seeds; ``None`` keeps all."""
+    return [
+        s
+        for s in summaries
+        if (not envs or s["env"] in envs) and (not algos or s["algo"] in algos) and (not seeds or s["seed"] in seeds)
+    ]
+
+
+@dataclass
+class Data:
+    cells: list[dict]
+    curves: dict[tuple, np.ndarray]
+    results: Path
+    by: dict[tuple[str, str], dict[int, dict]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for s in self.cells:
+            self.by.setdefault((s["env"], s["algo"]), {})[s["seed"]] = s
+
+    def finals(self, env: str, name: str, seeds: Iterable[int] | None = None) -> dict[int, float]:
+        cells = self.by.get((env, name), {})
+        return {k: c["final_eval"] for k, c in sorted(cells.items()) if seeds is None or k in seeds}
+
+    def cells_of(self, env: str, name: str, seeds: Iterable[int] | None = None) -> list[dict]:
+        cells = self.by.get((env, name), {})
+        return [c for k, c in sorted(cells.items()) if seeds is None or k in seeds]
+
+
+# ---- formatting -------------------------------------------------------------------------------------------------
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+
+
+def pvalue(p: float) -> str:
+    return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
+
+
+def seed_list(seeds: Iterable[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
+    seeds = sorted(seeds)
+    parts: list[str] = []
+    start = seeds[0]
+    for i, seed in enumerate(seeds):
+        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
+            parts.append(str(start) if start == seed else f"{start}-{seed}")
+            start = seeds[i + 1] if i + 1 < len(seeds) else seed
+    return ", ".join(parts)
+
+
+def provenance(cells: Iterable[dict]) -> str:
+    """When and on which commits the cells ran: the dates and the newest commit."""
+    cells = list(cells)
+    dates = sorted({c["date"] for c in cells if c["date"]})
+    commits = {c["commit"] for c in cells if c["commit"]}
+    newest = max(cells, key=lambda c: (c["date"], c["commit"]))["commit"] if commits else "-"
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    return f"{len(cells)} cells run {span}, {len(commits)} commit{'s' if len(commits) != 1 else ''} (newest {newest})"
+
+
+def display(name: str) -> str:
+    base = name.split("@")[0]
+    algo, _, variant = base.partition(":")
+    label = DISPLAY.get(algo, algo)
+    if name in GRPO_ENTRY.values():
+        return label
+    return f"{label} `{variant}`" if variant else label
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+# ---- hyperparameter differences ---------------------------------------------------------------------------------
+
+
+class _Module:
+    def __getattr__(self, name: str) -> str:
+        return f"nn.{name}"
+
+
+def flatten(hp: dict[str, Any]) -> dict[str, Any]:
+    """A zoo entry as flat ``key -> value`` (``policy_kwargs`` and ``normalize`` strings parsed, nested dicts dotted;
+    ``normalize: false`` and ``policy`` dropped, as they change nothing)."""
+    out: dict[str, Any] = {}
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("dict("):
+            return eval(value, {"nn": _Module(), "dict": dict})  # the harness evaluates these strings too
+        if isinstance(value, str) and value.startswith("{"):
+            return ast.literal_eval(value)
+        if isinstance(value, str) and value.startswith("lin_"):  # lin_0.002 and lin_2e-3 are one schedule
+            return f"lin_{float(value[4:]):g}"
+        return value
+
+    for key, value in hp.items():
+        value = parse(value)
+        if key in ("policy", "n_timesteps") or (key == "normalize" and value is False):
+            continue
+        if key == "normalize" and value is True:
+            value = {"norm_obs": True, "norm_reward": True}
+        if isinstance(value, dict):
+            for k, v in value.items():
+                out[f"{key}.{k}"] = v
+        else:
+            out[key] = value
+    return out
+
+
+def change(base: dict[str, Any], variant: dict[str, Any]) -> str:
+    """What ``variant`` sets differently from ``base``: ``key value`` for each changed or added key, ``no key`` for each
+    removed one."""
+    a, b = flatten(base), flatten(variant)
+    parts = []
+    for key in sorted(set(a) | set(b)):
+        if key not in b:
+            parts.append(f"no {key}")
+        elif a.get(key, None) != b[key] or key not in a:
+            value = b[key]
+            text = value if isinstance(value, str) else json.dumps(value)
+            parts.append(f"{key} {text}")
+    return ", ".join(parts) if parts else "(same)"
+
+
+def hyperparams_of(data: Data, env: str, name: str) -> dict[str, Any]:
+    cells = data.cells_of(env, name)
+    return cells[0]["hyperparams"] if cells else {}

@@ -1,0 +1,133 @@
+"""
+The plots of BENCHMARKS.md, one per entry of ``plots`` in ``benchmarks/aggregate.yml``: learning curves per env
+(mean over seeds with a 95% bootstrap band), the headline scores, the throughput ratios. They need matplotlib
+(``pip install -e ".[bench]"``).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.blocks import Spec, headline_scores
+from benchmarks.dataset import DISPLAY, ORDER, SPEC, Data, budget_label, display
+from benchmarks.harness import BASELINE_OF, THRESHOLDS
+from benchmarks.stats import bootstrap_ci, iqm
+
+
+def curves(data: Data, spec: Spec, path: Path) -> None:
+    """Per env: the ``first`` cells named for it, then every algorithm of the row order (less the algorithm of a
+    ``first`` sweep variant), on ``seeds`` (else all)."""
+    rows: list[tuple[str, list[tuple[str, Iterable[int] | None]]]] = []
+    for env in spec["envs"]:
+        first = spec.get("first", {}).get(env, [])
+        replaced = {name.split(":")[0] for name in first if ":" in name}
+        names = [*first, *(n for n in ORDER if n not in replaced)]
+        rows.append((env, [(n, spec.get("seeds")) for n in names]))
+    plot_curves(data, rows, path)
+
+
+def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] | None]]]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
+
+    def color(name: str) -> Any:
+        return palette.get(name.split("@")[0].split(":")[0], "grey")
+
+    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
+    for ax, (env, entries) in zip(axes[0], rows, strict=True):
+        for name, seeds in entries:
+            runs = [data.curves[(name, env, c["seed"])] for c in data.cells_of(env, name, seeds)]
+            if not runs:
+                continue
+            grid = np.linspace(max(r[0, 0] for r in runs), min(r[-1, 0] for r in runs), 60)
+            ys = np.stack([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
+            label = f"{display(name)}, {budget_label(data.cells_of(env, name)[0]['budget'])} ({len(runs)})"
+            style = "--" if "@" in name else "-"  # the same algorithm at a second budget
+            ax.plot(grid, ys.mean(0), label=label, color=color(name), ls=style)
+            if len(runs) > 1:
+                band = np.array([bootstrap_ci(ys[:, j], stat="mean", reps=300) for j in range(len(grid))])
+                ax.fill_between(grid, band[:, 0], band[:, 1], color=color(name), alpha=0.2)
+        ax.axhline(THRESHOLDS[env], color="grey", ls=":", lw=1)
+        ax.set_title(env)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("eval return")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def headline(data: Data, spec: Spec, path: Path) -> None:
+    """IQM of the normalised final scores with their 95% intervals, ours and the baseline per row."""
+    import matplotlib.pyplot as plt
+
+    labels, points, errors, colors = [], [], [], []
+    palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
+    for ours, base, what, _, scores, _ in headline_scores(data, spec["rows"]):
+        for key in (ours, base):
+            point = iqm(np.concatenate(scores[key]))
+            lo, hi = bootstrap_ci(scores[key])
+            labels.append(f"{DISPLAY[key]} ({what})")
+            points.append(point)
+            errors.append((point - lo, hi - point))
+            colors.append(palette[key])
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(labels) + 1.0))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, points, xerr=np.array(errors).T, color=colors)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.axvline(1.0, color="grey", ls=":", lw=1)
+    ax.set_xlabel("IQM of normalised final scores (95% CI); 1.0 = threshold")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def throughput(data: Data, spec: Spec, path: Path) -> None:
+    """Each algorithm's fps and update time over its baseline's."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in csv.DictReader((data.results / spec["file"]).open()) if r["algo"] not in ("ppo", "trpo")]
+    labels = [f"{DISPLAY[r['algo']]} / {DISPLAY[BASELINE_OF[r['algo']]]}, {r['env']}" for r in rows]
+    palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 0.35 * len(rows) + 1.2))
+    for ax, key, xlabel in (
+        (ax1, "fps_ratio", "training fps / baseline's (higher is faster)"),
+        (ax2, "update_ratio", "time per update / baseline's (lower is faster)"),
+    ):
+        ax.barh(labels, [float(r[key]) for r in rows], color=[palette[r["algo"]] for r in rows])
+        ax.axvline(1.0, color="k", lw=1)
+        ax.set_xlabel(xlabel)
+        ax.tick_params(axis="y", labelsize=8)
+    ax2.set_yticklabels([])
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+KINDS = {"curves": curves, "headline": headline, "throughput": throughput}
+
+
+def plots(data: Data, out: Path) -> list[Path]:
+    """The plots of BENCHMARKS.md; ``[]`` (and a note) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        print("matplotlib is not installed: plots skipped (pip install -e '.[bench]')", file=sys.stderr)
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, spec in SPEC["plots"].items():
+        KINDS[spec["kind"]](data, spec, out / name)
+        written.append(out / name)
+    return written
