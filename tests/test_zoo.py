@@ -544,3 +544,33 @@ def test_two_workers_share_one_postgres_study(tmp_path, postgres_url):
     config = _saved_config(retrain_logs, "grpo", "CartPole-v1")
     for name, value in HYPERPARAMS_CONVERTER["grpo"](dict(best.params)).items():
         assert config[name] == value, name
+
+
+@pytest.mark.parametrize(
+    "args, environ, one_thread",
+    [
+        (["train", "--algo", "grpo", "--env", "CartPole-v1"], {}, True),
+        (["enjoy", "--algo", "grpo", "--env", "CartPole-v1", "-f", "logs"], {}, True),
+        (["train", "--algo", "ppo", "--env", "CartPole-v1", "--device", "cpu"], {}, True),
+        (["train", "--algo", "grpo", "--env", "CartPole-v1", "--num-threads", "4"], {}, False),
+        (["train", "--algo", "grpo", "--env", "CartPole-v1"], {"OMP_NUM_THREADS": "4"}, False),
+        (["train", "--algo", "grpo", "--env", "CartPole-v1", "--device", "cuda"], {}, False),
+        (["train", "--algo", "grpo", "--env", "PongNoFrameskip-v4", "-conf", "CNN"], {}, False),
+        (["plot_train", "-a", "grpo", "-e", "CartPole-v1", "-f", "logs"], {}, False),
+    ],
+)
+def test_train_and_enjoy_run_torch_on_one_thread_on_the_cpu_unless_told(tmp_path, monkeypatch, args, environ, one_thread):
+    from sb3_grpo.zoo import cli
+
+    cnn = tmp_path / "cnn.yml"
+    cnn.write_text("PongNoFrameskip-v4:\n  policy: 'CnnPolicy'\n  n_timesteps: 1000\n")
+    args = [str(cnn) if a == "CNN" else a for a in args]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    seen = []
+    monkeypatch.setattr(cli, "_load_command", lambda command: lambda: seen.append(list(sys.argv)))
+    cli.main(args)
+    assert (seen[0][-2:] == ["--num-threads", "1"]) == one_thread

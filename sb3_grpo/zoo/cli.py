@@ -10,14 +10,19 @@
     sb3-grpo-zoo train --algo ppo --env CartPole-v1             # SB3 / sb3-contrib algorithms work as in rl_zoo3
 
 For ``train`` with one of our algorithms and no ``-conf``, the default config ``zoo_configs/{algo}.yml`` (shipped
-in the package) is passed to rl_zoo3 as ``-conf``. ``plot_train``, ``plot_from_file`` and ``all_plots`` are passed
+in the package) is passed to rl_zoo3 as ``-conf``. ``train`` and ``enjoy`` run torch on one thread when they run on
+the CPU with an MLP policy, unless ``--num-threads`` (or ``OMP_NUM_THREADS``) says otherwise: the small networks of
+these configs spend more time synchronising torch's threads than computing, and one thread is several times faster
+(rl_zoo3 itself leaves torch's default, one thread per core). ``plot_train``, ``plot_from_file`` and ``all_plots`` are passed
 through to rl_zoo3 unchanged.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from sb3_grpo.zoo.registry import ALGO_PATHS, UNAVAILABLE, default_config_path, register
 
@@ -46,6 +51,37 @@ def _option_value(args: Sequence[str], *names: str) -> str | None:
 def _has_conf(args: Sequence[str]) -> bool:
     # -conf / --conf-file and argparse's unambiguous prefixes of --conf-file (--conf, --conf-f, ...)
     return any(arg == "-conf" or arg.startswith("-conf=") or arg.startswith("--conf") for arg in args)
+
+
+def _cnn_policy(config: str | None, env_id: str | None) -> bool:
+    """Whether the config's entry for ``env_id`` (else its ``default``) names a CNN policy (``False`` when unknown)."""
+    if config is None or env_id is None:
+        return False
+    try:
+        import yaml
+
+        table = yaml.safe_load(Path(config).read_text()) or {}
+        entry = table.get(env_id) or table.get("default") or {}
+        return "cnn" in str(entry.get("policy", "")).lower()
+    except Exception:  # a config rl_zoo3 reads but safe_load does not: rl_zoo3 will say what is wrong with it
+        return False
+
+
+def _one_thread(command: str, args: Sequence[str]) -> bool:
+    """Whether to run torch on one thread: ``train`` / ``enjoy`` on the CPU with an MLP policy, no thread count given
+    (``--num-threads``, ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``)."""
+    if command not in ("train", "enjoy") or _option_value(args, "--num-threads") is not None:
+        return False
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
+        return False
+    device = (_option_value(args, "--device") or "auto").lower()
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not device.startswith("cpu"):
+        return False
+    return not _cnn_policy(_option_value(args, "-conf", "--conf-file"), _option_value(args, "--env"))
 
 
 def _stub_hub_download_if_needed() -> None:
@@ -110,6 +146,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "checkout's zoo_configs/ and the package's zoo/configs/); pass one with -conf FILE."
                 )
 
+    if _one_thread(command, rest):
+        rest = [*rest, "--num-threads", "1"]
+        print(
+            "sb3-grpo-zoo: torch runs on one thread (small MLP policies train several times faster so on a CPU); "
+            "pass --num-threads N to choose.",
+            file=sys.stderr,
+        )
     old_argv = sys.argv
     sys.argv = [f"sb3-grpo-zoo {command}", *rest]
     try:
