@@ -187,10 +187,12 @@ def test_train_and_enjoy_heavy_entries_as_written(tmp_path, algo, key):
     _train_and_enjoy(tmp_path, algo, env_id, "-n", 4000)
 
 
-def test_conf_overrides_default_config(tmp_path):
+@pytest.mark.parametrize("flag", ["-conf", "-c", "--conf-file"])
+def test_conf_overrides_default_config(tmp_path, flag):
+    """Every spelling argparse accepts (rl-zoo's own tests use ``-c``) replaces the default config."""
     conf = tmp_path / "mine.yml"
     conf.write_text("CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n")
-    config = _train_and_enjoy(tmp_path, "grpo", "CartPole-v1", "-conf", conf)
+    config = _train_and_enjoy(tmp_path, "grpo", "CartPole-v1", flag, conf)
     assert config["group_size"] == 2 and config["n_steps"] == 32
 
 

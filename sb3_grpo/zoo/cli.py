@@ -49,8 +49,12 @@ def _option_value(args: Sequence[str], *names: str) -> str | None:
 
 
 def _has_conf(args: Sequence[str]) -> bool:
-    # -conf / --conf-file and argparse's unambiguous prefixes of --conf-file (--conf, --conf-f, ...)
-    return any(arg == "-conf" or arg.startswith("-conf=") or arg.startswith("--conf") for arg in args)
+    # -conf / --conf-file and the prefixes argparse accepts for them (-c, -co, -con; --conf, --conf-f, ...)
+    for arg in args:
+        name = arg.split("=", 1)[0]
+        if (len(name) >= 2 and "-conf".startswith(name) and name != "-") or (name.startswith("--conf")):
+            return True
+    return False
 
 
 def _cnn_policy(config: str | None, env_id: str | None) -> bool:
@@ -81,7 +85,7 @@ def _one_thread(command: str, args: Sequence[str]) -> bool:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if not device.startswith("cpu"):
         return False
-    return not _cnn_policy(_option_value(args, "-conf", "--conf-file"), _option_value(args, "--env"))
+    return not _cnn_policy(_option_value(args, "-conf", "-c", "--conf-file"), _option_value(args, "--env"))
 
 
 def _stub_hub_download_if_needed() -> None:
