@@ -11,6 +11,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_grpo.common.advantages import EstimatorError
 from sb3_grpo.reinforce import REINFORCE
+from sb3_grpo.reinforce.episodes import episode_batch
 from sb3_grpo.reinforce.reinforce import EpisodeBuffer, RewardToGoBaseline, reward_to_go
 
 
@@ -51,6 +52,12 @@ def test_reward_to_go_by_hand():
     np.testing.assert_allclose(reward_to_go(np.array([1.0, 2.0, 3.0]), 0.5), [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3])
     np.testing.assert_allclose(reward_to_go(np.array([1.0, 1.0, 1.0, 1.0]), 1.0), [4, 3, 2, 1])
     np.testing.assert_allclose(reward_to_go(np.array([5.0]), 0.9), [5])
+    # time-major columns padded to the longest (the trajectory layout): each column as its own episode, 0 on padding
+    columns = np.array([[1.0, 5.0], [2.0, 7.0], [3.0, 9.0]])
+    valid = np.array([[True, True], [True, False], [True, False]])
+    np.testing.assert_array_equal(
+        reward_to_go(columns, 0.5, valid), np.stack([reward_to_go(columns[:, 0], 0.5), [5.0, 0.0, 0.0]], axis=1)
+    )
 
 
 def test_baselines_by_hand():
@@ -219,7 +226,8 @@ def test_a_registered_estimator_as_baseline():
     np.testing.assert_allclose(batches.batches[0]["advantages"], np.zeros(6))
     assert model._estimator.baseline == 6.0
     # a batch that returns more than the baseline gets positive advantages
-    batch = model._make_batch([{"obs": [np.zeros(1)] * 2, "actions": [0, 1], "rewards": [5.0, 5.0], "truncated": False}])
+    episode = {"obs": [np.zeros(1)] * 2, "actions": [0, 1], "rewards": [5.0, 5.0], "truncated": False}
+    batch = episode_batch([episode], model.gamma, model._estimator, False, model.observation_space)
     np.testing.assert_allclose(batch["advantages"], [4.0, 4.0])
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "EstimatorError",
     "check_estimator_needs",
     "group_index",
+    "reward_to_go",
     "run_estimator",
 ]
 
@@ -295,8 +296,29 @@ def run_estimator(estimator: Any, inputs: AdvantageInputs) -> AdvantageOutputs:
 
 
 # -------------------------------------------------------------------------
-# Helpers for group estimators
+# Helpers for estimators
 # -------------------------------------------------------------------------
+
+
+def reward_to_go(rewards: np.ndarray, gamma: float, valid: np.ndarray | None = None) -> np.ndarray:
+    """``G_t = r_t + gamma * r_{t+1} + gamma^2 * r_{t+2} + ...`` to the end of each episode (the reverse discounted
+    cumulative sum), along the first axis.
+
+    :param rewards: one episode's rewards ``(T,)``, or time-major columns ``(T, B)`` (the trajectory layout).
+    :param gamma: discount factor.
+    :param valid: same shape as ``rewards``, True on real steps; the sum restarts at every other entry, which gets 0
+        (``None``: every entry is real).
+    :return: the reward-to-go, float64, shaped as ``rewards``.
+
+    Reference: Sutton & Barto, *Reinforcement Learning: An Introduction* (2nd ed.), section 3.3 (the return).
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    out = np.zeros(rewards.shape, dtype=np.float64)
+    running = np.zeros(rewards.shape[1:], dtype=np.float64)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        running = rewards[t] + gamma * running if valid is None else np.where(valid[t], rewards[t] + gamma * running, 0.0)
+        out[t] = running
+    return out
 
 
 def group_index(group_ids: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:

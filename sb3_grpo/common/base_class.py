@@ -155,7 +155,7 @@ class AlgorithmMixin:
     gae_lambda: float
     n_steps: int
     ent_coef: float
-    max_grad_norm: float
+    max_grad_norm: float  # None where an algorithm allows it: no clipping (see _gradient_step)
     verbose: int
     _current_progress_remaining: float
     lr_schedule: Callable[[float], float]
@@ -354,12 +354,19 @@ class AlgorithmMixin:
 
     # ------------------------------------------------------------------ update
 
-    def _gradient_step(self, loss: th.Tensor) -> None:
-        """One optimiser step on ``loss``, with the gradient clipped to ``max_grad_norm`` (as SB3's PPO)."""
+    def _gradient_step(self, loss: th.Tensor) -> th.Tensor | None:
+        """One optimiser step on ``loss``, with the gradient clipped to ``max_grad_norm`` (as SB3's PPO; ``None``: not
+        clipped).
+
+        :return: the gradient's norm before clipping, a tensor on the policy's device (``None`` when not clipped).
+        """
         self.policy.optimizer.zero_grad()
         loss.backward()
-        th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+        grad_norm = None
+        if self.max_grad_norm is not None:
+            grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
         self.policy.optimizer.step()
+        return grad_norm
 
     def _stops_early(self, approx_kl: float, limit: float | None, epoch: int) -> bool:
         """PPO's early stopping: whether a minibatch's approximate KL exceeds ``1.5 * limit`` (``None``: never)."""

@@ -45,6 +45,7 @@ __all__ = [
     "MlpPolicy",
     "MultiInputPolicy",
     "actor_net_arch",
+    "env_actions",
     "frozen_copy",
     "log_prob_and_entropy",
     "multi_tensor_adam",
@@ -513,6 +514,22 @@ class MultiInputPolicy(ActorPolicy):
     def __init__(self, *args: Any, features_extractor_class: type[BaseFeaturesExtractor] = CombinedExtractor, **kwargs: Any):
         kwargs["features_extractor_class"] = features_extractor_class
         super().__init__(*args, **kwargs)
+
+
+def env_actions(policy: BasePolicy, actions: np.ndarray) -> np.ndarray:
+    """The actions a VecEnv is stepped with, from those ``policy`` sampled: on a Box action space, rescaled from [-1, 1]
+    to the bounds when the policy squashes its output (gSDE), else clipped to the bounds (as SB3's PPO); other spaces'
+    actions unchanged.
+
+    :param policy: the policy that sampled them (its ``action_space`` and ``squash_output``).
+    :param actions: ``(n_envs, *action_shape)`` sampled actions.
+    """
+    action_space = policy.action_space
+    if not isinstance(action_space, spaces.Box):
+        return actions
+    if policy.squash_output:
+        return policy.unscale_action(actions)
+    return np.clip(actions, action_space.low, action_space.high)
 
 
 def _detached_noise(policy: ActorPolicy) -> dict[int, th.Tensor]:

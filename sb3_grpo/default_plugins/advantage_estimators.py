@@ -28,6 +28,7 @@ from sb3_grpo.common.advantages import (
     EstimatorError,
     group_index,
     grouped_mean_std,
+    reward_to_go,
     warn_once,
 )
 from sb3_grpo.hookspecs import hookimpl
@@ -46,16 +47,6 @@ def _require_critic_layout(inputs: AdvantageInputs, estimator: str) -> None:
         raise EstimatorError(f"{estimator} works on the critic layout (every entry a real step); got a padded mask.")
     if inputs.values is None or inputs.last_values is None or inputs.dones is None:
         raise EstimatorError(f"{estimator} needs values, last_values and dones (a critic).")
-
-
-def _reverse_discounted_cumsum(x: np.ndarray, valid: np.ndarray, discount: float) -> np.ndarray:
-    """``out[t] = x[t] + discount * out[t+1]`` along each column, restarting at invalid (padding) steps."""
-    out = np.zeros_like(x, dtype=np.float64)
-    acc = np.zeros(x.shape[1], dtype=np.float64)
-    for t in range(x.shape[0] - 1, -1, -1):
-        acc = np.where(valid[t], x[t] + discount * acc, 0.0)
-        out[t] = acc
-    return out
 
 
 # -------------------------------------------------------------------------
@@ -327,7 +318,7 @@ class GroupProcess(AdvantageEstimator):
                 "or 'group_step_baseline'.",
             )
         discount = inputs.gamma if self.discounted else 1.0
-        return AdvantageOutputs(advantages=_reverse_discounted_cumsum(normalised, valid, discount))
+        return AdvantageOutputs(advantages=reward_to_go(normalised, discount, valid))
 
 
 class GroupStepBaseline(AdvantageEstimator):
@@ -414,7 +405,7 @@ class GroupStepBaseline(AdvantageEstimator):
         rewards = np.where(valid, np.asarray(inputs.rewards, dtype=np.float64), 0.0)
         streams = inputs.extras.get(REWARD_STREAMS)
         if streams is None:
-            returns_to_go = _reverse_discounted_cumsum(rewards, valid, inputs.gamma)
+            returns_to_go = reward_to_go(rewards, inputs.gamma, valid)
         else:
             if not self.accepts_reward_streams:
                 raise EstimatorError(
@@ -426,7 +417,7 @@ class GroupStepBaseline(AdvantageEstimator):
                     raise EstimatorError(
                         f"group_step_baseline: a reward stream has shape {np.shape(stream)}, the rewards {rewards.shape}"
                     )
-                returns_to_go += _reverse_discounted_cumsum(np.where(valid, stream, 0.0), valid, gamma)
+                returns_to_go += reward_to_go(np.where(valid, stream, 0.0), gamma, valid)
         inverse, n_groups, _ = group_index(inputs.group_ids)
         horizon = rewards.shape[0]
         # Per (t, group): sum and count of G_t over members alive at t.
@@ -452,7 +443,7 @@ class GroupStepBaseline(AdvantageEstimator):
             following = np.zeros_like(baseline)
             following[:-1] = baseline[1:]  # zero past the last row and on padding (the member has ended)
             deltas = np.where(valid & ~flat, rewards + inputs.gamma * following - baseline, 0.0)
-            advantages = np.where(~flat, _reverse_discounted_cumsum(deltas, valid, inputs.gamma * self.lam), 0.0)
+            advantages = np.where(~flat, reward_to_go(deltas, inputs.gamma * self.lam, valid), 0.0)
         if self.scale != "none" and valid.any():
             scale = advantages[valid].std()
             if self.scale == "floored":

@@ -16,176 +16,18 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedul
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, run_estimator
+from sb3_grpo.common.advantages import reward_to_go
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import AlgorithmMixin, fitting_estimators, make_advantage_estimator
 from sb3_grpo.common.buffers import minibatch_bounds
 from sb3_grpo.common.kl import kl_estimate
-from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, env_actions
 from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.plugins import registered_advantage_estimators
+from sb3_grpo.reinforce.baselines import BASELINES, RewardToGoBaseline
+from sb3_grpo.reinforce.episodes import EPISODE_PROVIDES, EpisodeBuffer, episode_batch
 
 __all__ = ["BASELINES", "EPISODE_PROVIDES", "REINFORCE", "EpisodeBuffer", "RewardToGoBaseline", "reward_to_go"]
-
-#: The built-in baselines ``REINFORCE(baseline=...)`` accepts (any registered estimator that fits is accepted too).
-BASELINES = ("moving_average", "batch_mean", "none")
-#: What REINFORCE hands to advantage estimators: whole episodes (per-step rewards, one outcome per episode), no
-#: critic, no groups.
-EPISODE_PROVIDES = frozenset({"step_rewards", "outcome_rewards"})
-
-
-def reward_to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
-    """``G_t = r_t + gamma * r_{t+1} + gamma^2 * r_{t+2} + ...`` to the end of one episode.
-
-    :param rewards: the episode's rewards, ``(T,)``.
-    :param gamma: discount factor.
-    :return: ``(T,)`` reward-to-go, float64.
-    """
-    returns = np.zeros(len(rewards), dtype=np.float64)
-    running = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        running = float(rewards[t]) + gamma * running
-        returns[t] = running
-    return returns
-
-
-def _reward_to_go_columns(inputs: AdvantageInputs) -> np.ndarray:
-    """``(T, B)`` reward-to-go of every column of the trajectory layout (zero on padding)."""
-    valid = inputs.valid
-    out = np.zeros(inputs.shape, dtype=np.float64)
-    running = np.zeros(inputs.shape[1], dtype=np.float64)
-    for t in range(inputs.shape[0] - 1, -1, -1):
-        running = np.where(valid[t], inputs.rewards[t] + inputs.gamma * running, 0.0)
-        out[t] = running
-    return out
-
-
-class RewardToGoBaseline(AdvantageEstimator):
-    """
-    REINFORCE's built-in advantages: the reward-to-go of every step minus one baseline ``b`` per batch.
-
-    - ``"moving_average"``: ``b_k = b_{k-1}`` for batch ``k``, then ``b_k <- decay * b_{k-1} + (1 - decay) *
-      mean_k(G)`` (the first batch uses its own mean). The value is part of the estimator, saved with the model.
-    - ``"batch_mean"``: the mean reward-to-go over the steps of this batch.
-    - ``"none"``: ``b = 0`` (plain REINFORCE).
-
-    :param baseline: one of :data:`BASELINES`.
-    :param decay: weight of the old value in the moving average.
-    """
-
-    requires = frozenset({"step_rewards"})
-
-    def __init__(self, baseline: str = "moving_average", decay: float = 0.9):
-        if baseline not in BASELINES:
-            raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
-        self.baseline = baseline
-        self.decay = float(decay)
-        #: The moving-average baseline the next batch uses (``None`` before the first batch).
-        self.baseline_value: float | None = None
-
-    def compute_baseline(self, returns: np.ndarray) -> float:
-        """The baseline ``b`` for one batch of reward-to-go values (and, for the moving average, its update).
-
-        :param returns: the batch's reward-to-go, one per step.
-        """
-        batch_mean = float(np.mean(returns))
-        if self.baseline == "none":
-            return 0.0
-        if self.baseline == "batch_mean":
-            return batch_mean
-        baseline = batch_mean if self.baseline_value is None else self.baseline_value
-        self.baseline_value = self.decay * baseline + (1.0 - self.decay) * batch_mean
-        return baseline
-
-    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
-        returns = _reward_to_go_columns(inputs)
-        baseline = self.compute_baseline(returns[inputs.valid])
-        return AdvantageOutputs(advantages=np.where(inputs.valid, returns - baseline, 0.0), returns=returns)
-
-
-class EpisodeBuffer:
-    """
-    The steps of a rollout, grouped by episode. An episode still running when a rollout ends stays in its slot and
-    is handed out, whole, by the rollout in which it ends (its reward-to-go needs every reward to its end).
-
-    :param n_envs: env slots.
-    :param max_episode_length: an episode longer than this raises an error (an env that never ends).
-    """
-
-    def __init__(self, n_envs: int, max_episode_length: int):
-        self.max_episode_length = max_episode_length
-        self.running: list[dict[str, list[Any]]] = []
-        self.finished: list[dict[str, Any]] = []
-        #: The batch of the last complete rollout: its finished episodes' steps (kept until the next rollout starts).
-        self.batch: dict[str, Any] | None = None
-        #: Whether :attr:`batch` holds a complete rollout (SB3's ``RolloutBuffer.full``).
-        self.full = False
-        self.reset(n_envs)
-
-    def reset(self, n_envs: int) -> None:
-        """Drop every running and finished episode (the env was reset)."""
-        self.running = [self._empty() for _ in range(n_envs)]
-        self.finished = []
-        self.batch = None
-        self.full = False
-
-    def size(self) -> int:
-        """The steps in :attr:`batch` (0 before a complete rollout), as SB3's ``BaseBuffer.size()``."""
-        return 0 if self.batch is None else len(self.batch["advantages"])
-
-    @staticmethod
-    def _empty() -> dict[str, list[Any]]:
-        return {"obs": [], "actions": [], "rewards": []}
-
-    def add(self, obs: Any, actions: np.ndarray, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]) -> None:
-        """Record one VecEnv step of every slot; episodes that end move to :attr:`finished`."""
-        for i, episode in enumerate(self.running):
-            episode["obs"].append({k: np.copy(v[i]) for k, v in obs.items()} if isinstance(obs, dict) else np.copy(obs[i]))
-            episode["actions"].append(np.copy(actions[i]))
-            episode["rewards"].append(float(rewards[i]))
-            if dones[i]:
-                truncated = bool(infos[i].get("TimeLimit.truncated", False))
-                self.finished.append({**episode, "truncated": truncated})
-                self.running[i] = self._empty()
-            elif len(episode["rewards"]) > self.max_episode_length:
-                raise RuntimeError(
-                    f"REINFORCE: an episode in env slot {i} ran past max_episode_length={self.max_episode_length} steps "
-                    "without ending: REINFORCE needs episodes that end (wrap the env in gymnasium.wrappers.TimeLimit), "
-                    "or raise max_episode_length."
-                )
-
-    def pop_finished(self) -> list[dict[str, Any]]:
-        """The episodes finished since the last call (and forget them)."""
-        finished, self.finished = self.finished, []
-        return finished
-
-    def _batch_array(self, key: str) -> Any:
-        return None if self.batch is None else self.batch[key]
-
-    @property
-    def observations(self) -> Any:
-        """The observations of the last batch's steps, episode after episode (SB3's ``RolloutBuffer.observations``)."""
-        return self._batch_array("obs")
-
-    @property
-    def actions(self) -> Any:
-        """The actions of the last batch's steps, as the policy sampled them (before clipping to a Box's bounds)."""
-        return self._batch_array("actions")
-
-    @property
-    def returns(self) -> Any:
-        """The reward-to-go of the last batch's steps."""
-        return self._batch_array("returns")
-
-    @property
-    def advantages(self) -> Any:
-        """The advantages of the last batch's steps (what the policy gradient weighs each step by)."""
-        return self._batch_array("advantages")
-
-    @property
-    def n_running_steps(self) -> int:
-        """Steps held by episodes still running (carried over to a later rollout)."""
-        return sum(len(episode["rewards"]) for episode in self.running)
 
 
 class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
@@ -450,12 +292,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             with th.inference_mode():  # the values no_grad gives, with less bookkeeping
                 actions_t, _ = self.policy(obs_as_tensor(self._last_obs, self.device))  # type: ignore[arg-type]
             actions = actions_t.cpu().numpy()
-            clipped_actions = actions
-            if isinstance(self.action_space, spaces.Box):
-                if self.policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as PPO
-                    clipped_actions = self.policy.unscale_action(actions)
-                else:
-                    clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+            clipped_actions = env_actions(self.policy, actions)
             new_obs, rewards, dones, infos = env.step(clipped_actions)
             self.num_timesteps += env.num_envs
             if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
@@ -469,42 +306,13 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             self._last_obs = new_obs  # type: ignore[assignment]
             self._last_episode_starts = dones
             n_steps += 1
-        rollout_buffer.batch = self._make_batch(rollout_buffer.pop_finished())
+        rollout_buffer.batch = episode_batch(
+            rollout_buffer.pop_finished(), self.gamma, self._estimator, self.normalize_advantage, self.observation_space
+        )
         rollout_buffer.full = True
         callback.update_locals(locals())
         callback.on_rollout_end()
         return True
-
-    def _make_batch(self, episodes: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """Stack the finished episodes and compute reward-to-go and advantages (``None``: no episode ended)."""
-        if not episodes:
-            return None
-        step_rewards = [np.asarray(e["rewards"], dtype=np.float64) for e in episodes]
-        inputs = AdvantageInputs.from_trajectories(
-            step_rewards, self.gamma, terminated=np.array([not e["truncated"] for e in episodes])
-        )
-        outputs = run_estimator(self._estimator, inputs)
-        valid = inputs.valid.T  # episode-major, so that the flattened steps follow the episodes in order
-        advantages = np.asarray(outputs.advantages, dtype=np.float64).T[valid]
-        returns = np.concatenate([reward_to_go(r, self.gamma) for r in step_rewards])
-        baseline = float(np.mean(returns - advantages))  # the built-ins' b; an estimator's mean G_t - A_t
-        if self.normalize_advantage and len(advantages) > 1:
-            advantages = advantages / (advantages.std() + 1e-8)
-        steps = [step for e in episodes for step in e["obs"]]
-        obs: Any
-        if isinstance(self.observation_space, spaces.Dict):
-            obs = {key: np.stack([step[key] for step in steps]) for key in self.observation_space.spaces}
-        else:
-            obs = np.stack(steps)
-        return dict(
-            obs=obs,
-            actions=np.stack([a for e in episodes for a in e["actions"]]),
-            returns=returns,
-            advantages=advantages,
-            baseline=baseline,
-            n_episodes=len(episodes),
-            n_truncated=sum(e["truncated"] for e in episodes),
-        )
 
     # ------------------------------------------------------------------ update
 
@@ -541,11 +349,9 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
                 pg_loss = -(log_prob * advantages[idx]).mean()
                 entropy_loss = -th.mean(entropy) if entropy is not None else th.mean(log_prob)
                 loss = pg_loss + self.ent_coef * entropy_loss
-                self.policy.optimizer.zero_grad()
-                loss.backward()
-                if self.max_grad_norm is not None:
-                    grad_norms.append(float(th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)))
-                self.policy.optimizer.step()
+                grad_norm = self._gradient_step(loss)  # None: max_grad_norm=None, nothing clipped
+                if grad_norm is not None:
+                    grad_norms.append(float(grad_norm))
                 pg_losses.append(pg_loss.item())
                 entropy_losses.append(entropy_loss.item())
             self._n_updates += 1

@@ -21,14 +21,13 @@ from typing import Any
 
 import numpy as np
 import torch as th
-from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.groups.env_hooks import INFO_KEY
 from sb3_grpo.common.groups.scheduler import GroupScheduler
-from sb3_grpo.common.policies import ActorPolicy
+from sb3_grpo.common.policies import ActorPolicy, env_actions
 from sb3_grpo.common.rollout_checks import check_finite_reset, check_finite_step
 from sb3_grpo.common.vec_env import own_env_class, unwrap_vec_env
 
@@ -294,13 +293,7 @@ class GroupRolloutCollector:
             policy.reset_noise(env.num_envs)
         actions_t, log_prob_t = self.act(obs, noise_blocks)
         actions = actions_t.cpu().numpy()
-        clipped = actions
-        action_space = policy.action_space
-        if isinstance(action_space, spaces.Box):
-            if policy.squash_output:  # squashed into [-1, 1] (gSDE): rescale to the env's bounds, as SB3's PPO
-                clipped = policy.unscale_action(actions)
-            else:
-                clipped = np.clip(actions, action_space.low, action_space.high)
+        clipped = env_actions(policy, actions)
         new_obs, rewards, dones, infos = env.step(clipped)
         self.count_steps(env.num_envs)
         callback.update_locals(locals())
