@@ -328,3 +328,30 @@ def test_aligned_options_in_split_accuracy():
             return np.array(actions), None
 
     assert split_accuracy(Oracle(), "all", **kwargs) == 1.0
+
+
+@pytest.mark.parametrize("cls", ["GRPO", "OnlineDPO"])
+def test_the_env_brings_its_verifiable_rewards_as_the_default_reward_functions(cls):
+    """``reward_functions=None`` (the default) scores an env with the reward functions its ``metadata`` declares (the
+    question-answer envs: their verifiable rewards; their own step reward is 0, so the episodic return would carry no
+    signal), else with the episodic return; given reward functions win."""
+    import warnings
+
+    import torch as th
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import sb3_grpo
+
+    algorithm = getattr(sb3_grpo, cls)
+    declared = list(sb3_grpo.envs.ArithmeticEnv.metadata["reward_functions"])
+    env = make_vec_env("sb3_grpo/Arithmetic-v0", n_envs=2, seed=0)
+    model = algorithm("MlpPolicy", env, group_size=4, n_steps=16, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu")
+    assert model.reward_functions == declared
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "no signal" warning
+        model.learn(400)
+    assert any(not th.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    assert algorithm("MlpPolicy", "CartPole-v1", device="cpu").reward_functions == ["episodic_return"]
+    given = algorithm("MlpPolicy", env, reward_functions=["arithmetic_format"], device="cpu")
+    assert given.reward_functions == ["arithmetic_format"]

@@ -532,7 +532,7 @@ CONTAINER_CASES = [
      r"\(a str\). "
      r"A list in quotes is a string: pass a list, e.g. reward_weights=\[1.0, -1.0\] \(in a zoo YAML file .*without quotes\)"),
     (GROUP_ALGOS, "reward_weights", [1.0, "x"], r"reward_weights must be a list of numbers .* These entries are not: \['x'\]"),
-    (GROUP_ALGOS, "reward_functions", None, r"reward_functions must be a reward function .* or a list of them .* got None"),
+    (GROUP_ALGOS, "reward_functions", {"a": 1}, r"reward_functions must be a reward function .* or a list of them"),
     (GROUP_ALGOS, "reward_functions", ["episodic_return", 3], r"reward_functions must be .* These entries are not: \[3\]"),
     (ADVANTAGE_ALGOS, "advantage_kwargs", "{'eps': 0.1}", r"advantage_kwargs must be a dict of options .* got \"\{'eps': "
      r"0.1\}\" \(a str\). A dict in quotes is a string: pass a dict"),

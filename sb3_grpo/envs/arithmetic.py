@@ -131,7 +131,18 @@ class ArithmeticEnv(gym.Env):
         drawn in a 3x5 pixel font, scaled 4x: for SB3's ``VecVideoRecorder``; ``make_vec_env`` asks for it).
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata = {
+        "render_modes": ["ansi", "rgb_array"],
+        "render_fps": 4,
+        # the verifiable rewards GRPO and OnlineDPO score this env with when no reward_functions are given (its own
+        # step reward is 0)
+        "reward_functions": (
+            "arithmetic_exact_match",
+            "arithmetic_format",
+            "arithmetic_length_penalty",
+            "arithmetic_prefix_match",
+        ),
+    }
     observation_space: spaces.MultiDiscrete
 
     def __init__(

@@ -76,6 +76,8 @@ class GRPO(GroupSamplingAlgorithm):
     :param importance_sampling_level: ``"step"`` (a ratio per step) or ``"trajectory"`` (GSPO: one ratio per
         trajectory, ``exp(mean_t log r_t)``; minibatches then hold whole trajectories).
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``.
+        ``None`` (default): the reward functions the env declares in ``env.metadata["reward_functions"]`` (the
+        question-answer envs declare their verifiable rewards), else ``["episodic_return"]``, the env's own return.
     :param reward_weights: one weight per reward function (default: all 1).
     :param reward_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see
         :class:`sb3_grpo.common.reward_scoring.RewardCombiner`).
@@ -176,7 +178,7 @@ class GRPO(GroupSamplingAlgorithm):
         loss_type: str = "bnpo",
         group_loss_scale: str = "mean",
         importance_sampling_level: str = "step",
-        reward_functions: Sequence[str | Callable] | str | Callable = ("episodic_return",),
+        reward_functions: Sequence[str | Callable] | str | Callable | None = None,
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
         reward_gammas: Sequence[float] | None = None,

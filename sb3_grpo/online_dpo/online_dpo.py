@@ -61,7 +61,8 @@ class OnlineDPO(GroupSamplingAlgorithm):
     :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` copies the current policy into
         the reference after every ``k``-th update (one update = one rollout's ``train``).
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``;
-        their combined score orders the members of a group.
+        their combined score orders the members of a group. ``None`` (default): the reward functions the env
+        declares in ``env.metadata["reward_functions"]``, else ``["episodic_return"]``.
     :param reward_weights: one weight per reward function (default: all 1).
     :param reward_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (see
         :class:`sb3_grpo.common.reward_scoring.RewardCombiner`).
@@ -111,7 +112,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
         loss_type: str = "sigmoid",
         pairs: str = "best_worst",
         ref_update_interval: int | None = None,
-        reward_functions: Sequence[str | Callable] | str | Callable = ("episodic_return",),
+        reward_functions: Sequence[str | Callable] | str | Callable | None = None,
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
         ent_coef: float = 0.0,

@@ -37,7 +37,8 @@ from sb3_grpo.common.groups.collector import GroupRolloutCollector, GroupSetting
 from sb3_grpo.common.groups.dynamic_sampling import concatenate_rounds, informative_trajectories, select_trajectories
 from sb3_grpo.common.groups.env_hooks import install_group_reset, is_group_reset_class
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
-from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy, frozen_copy
+from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
+from sb3_grpo.common.reference import frozen_copy
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.plugins import get_reward_function
 
@@ -101,7 +102,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         gamma: float,
         ent_coef: float,
         max_grad_norm: float,
-        reward_functions: Sequence[str | Callable] | str | Callable,
+        reward_functions: Sequence[str | Callable] | str | Callable | None,
         reward_weights: Sequence[float] | None,
         reward_aggregation: str,
         branch_every: int | None,
@@ -138,7 +139,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 sde_sample_freq=(sde_sample_freq, "int"),
                 max_sampling_rounds=(max_sampling_rounds, "int"),
                 stats_window_size=(stats_window_size, "int"),
-                reward_functions=(reward_functions, "functions"),
+                reward_functions=(reward_functions, "functions?"),
                 reward_weights=(reward_weights, "numbers?"),
             ),
         )
@@ -167,6 +168,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self.group_size = group_size
         self.batch_size = batch_size
         self.n_epochs = n_epochs
+        if reward_functions is None:
+            reward_functions = self._env_reward_functions() or ["episodic_return"]
         if isinstance(reward_functions, str) or callable(reward_functions):
             reward_functions = [reward_functions]  # type: ignore[list-item]
         self.reward_functions = list(reward_functions)  # type: ignore[arg-type]
@@ -180,6 +183,16 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self.log_std_max = log_std_max
         self.dynamic_sampling = dynamic_sampling
         self.max_sampling_rounds = max_sampling_rounds
+
+    def _env_reward_functions(self) -> list[str] | None:
+        """The reward functions the env declares in ``metadata["reward_functions"]`` (``None``: none declared)."""
+        if self.env is None:
+            return None
+        try:
+            declared = self.env.get_attr("metadata", indices=[0])[0].get("reward_functions")
+        except Exception:  # an env whose metadata cannot be read: it declares nothing
+            return None
+        return [declared] if isinstance(declared, str) else (list(declared) if declared else None)
 
     # ------------------------------------------------------------------ set-up
 
