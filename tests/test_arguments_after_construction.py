@@ -191,9 +191,12 @@ def test_the_terminal_reward_on_cartpole_has_no_signal_and_says_so(name):
         model.learn(600)
 
 
-def test_grpo_on_the_arithmetic_env_with_the_default_reward_says_which_reward_functions_to_pass():
+def test_grpo_on_the_arithmetic_env_scored_by_its_zero_env_reward_says_which_reward_functions_to_pass():
     env = DummyVecEnv([lambda: gym.make("sb3_grpo/Arithmetic-v0") for _ in range(2)])
-    model = GRPO("MlpPolicy", env, n_steps=16, group_size=2, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu")
+    model = GRPO(
+        "MlpPolicy", env, n_steps=16, group_size=2, reward_functions=["episodic_return"], policy_kwargs=dict(net_arch=[8]),
+        seed=0, device="cpu",
+    )  # fmt: skip
     with pytest.warns(UserWarning, match=r"no signal .*'episodic_return'.*arithmetic_exact_match"):
         model.learn(100)
 
