@@ -518,7 +518,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             f"functions {names}, this rollout), so every group's members compare equal and the updates change nothing. "
             "The likely cause: reward functions that do not "
             "depend on what the policy does, e.g. 'episodic_return' on an env whose own reward is always 0 (such as "
-            "sb3_grpo/Arithmetic-v0: pass its reward functions, reward_functions=['arithmetic_exact_match']), or a "
+            "sb3_grpo/Arithmetic-v0: leave reward_functions=None for the verifiable rewards it declares, or pass "
+            "them, reward_functions=['arithmetic_exact_match']), or a "
             "reward that is the same for every episode (a constant, 'terminal_reward' on CartPole-v1). With a rare "
             "success, raise group_size or use dynamic_sampling=True. Warned once per learn(); "
             "train/zero_std_group_fraction logs the fraction of groups without spread every rollout.",
