@@ -24,6 +24,9 @@ version = release = sb3_grpo.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.mathjax",
+    # MathJax from the built site's _static/mathjax (a copy the package ships), not from a CDN: the maths renders in
+    # a build read offline or from disk, the way the README builds it.
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "myst_parser",
 ]
