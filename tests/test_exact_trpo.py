@@ -19,9 +19,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from torch import nn
 
 from sb3_grpo.common.kl import distribution_parameters
-from sb3_grpo.exact_trpo import ExactTRPO
+from sb3_grpo.exact_trpo import ExactTRPO, exact_trpo
 from sb3_grpo.exact_trpo.actor import actor_parameters
 from sb3_grpo.exact_trpo.fisher import ExactFisher
+from sb3_grpo.exact_trpo.policy_step import fisher_states, kl_hessian_matvec, mean_kl, policy_distribution, search_direction
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not th.cuda.is_available(), reason="no CUDA device"))]
 SMALL = dict(policy_kwargs=dict(net_arch=[32, 32]))
@@ -47,6 +48,10 @@ def _model(kind="discrete", **kwargs):
     options = dict(n_steps=64, batch_size=64, target_kl=0.05, seed=0, device="cpu", **SMALL)
     options.update(kwargs)
     return ExactTRPO("MlpPolicy", _target_env(kind), **options)
+
+
+def _search_direction(model, obs, params, g):
+    return search_direction(model.policy, model._step_settings(), model._fisher_rng, obs, params, g)
 
 
 def _params(model):
@@ -157,18 +162,18 @@ def test_subsampled_fisher_is_refined_to_the_whole_batch_solution():
     g = th.randn(fisher.n_params, dtype=th.float64, generator=th.Generator().manual_seed(0))
     # box: 2 action dimensions, whose KL is averaged (kl_action_reduction="mean"): H = F / 2
     expected = th.linalg.solve(fisher.matrix() / 2 + 0.01 * th.eye(fisher.n_params, dtype=th.float64), g)
-    x, info = model._search_direction(obs, params, g)
+    x, info = _search_direction(model, obs, params, g)
     assert info["fisher_states"] == 12 and info["fisher_solver"] == "exact-samples"
     assert info["fisher_refine_steps"] > 0 and info["fisher_residual"] <= 1e-9
     assert float((x - expected).norm() / expected.norm()) < 1e-6
     # without refinement: the subsample's own exact solution, which is not the batch's
     model.fisher_refine_tol = None
-    x_sub, info = model._search_direction(obs, params, g)
+    x_sub, info = _search_direction(model, obs, params, g)
     assert info["fisher_refine_steps"] == 0 and "fisher_residual" not in info
     assert float((x_sub - expected).norm() / expected.norm()) > 1e-3
     # the whole batch in the factorisation: nothing to refine
     model.fisher_refine_tol, model.fisher_subsample = 1e-9, None
-    x_all, info = model._search_direction(obs, params, g)
+    x_all, info = _search_direction(model, obs, params, g)
     assert info["fisher_refine_steps"] == 0 and float((x_all - expected).norm() / expected.norm()) < 1e-8
 
 
@@ -204,7 +209,7 @@ def test_trust_region_is_sb3_contribs(kind, subsample):
         return _flat(th.autograd.grad(grad_kl @ v, params, retain_graph=True))
 
     g = th.randn(len(grad_kl), dtype=th.float64, generator=th.Generator().manual_seed(2))
-    x, _ = model._search_direction(obs, params, g)
+    x, _ = _search_direction(model, obs, params, g)
     assert float((hvp(x) + damping * x - g).norm() / g.norm()) < 1e-8
     # the line search's KL(old || new) is sb3-contrib's measure too
     with th.no_grad():
@@ -212,12 +217,14 @@ def test_trust_region_is_sb3_contribs(kind, subsample):
             p.add_(0.05 * th.randn(p.shape, dtype=th.float64, generator=th.Generator().manual_seed(3)))
         moved = copy.copy(_sb3_distribution(policy, obs))
         expected = kl_divergence(old, moved).mean()
-        assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - expected)) < 1e-10 * float(expected)
+        measured = mean_kl(model.policy, model._step_settings(), distribution_parameters(old).clone(), moved)
+        assert abs(float(measured - expected)) < 1e-10 * float(expected)
     # "sum": the whole action distribution's KL (the paper's); the same for per-state (categorical) KLs
     model.kl_action_reduction = "sum"
     d = 2 if kind.startswith("box") else 3 if kind == "multibinary" else 1
     with th.no_grad():
-        assert abs(float(model._mean_kl(distribution_parameters(old).clone(), moved) - d * expected)) < 1e-9 * float(expected)
+        measured = mean_kl(model.policy, model._step_settings(), distribution_parameters(old).clone(), moved)
+        assert abs(float(measured - d * expected)) < 1e-9 * float(expected)
 
 
 def test_refusals():
@@ -327,7 +334,7 @@ def test_one_hot_encoded_observations_on_the_generic_path(obs_space):
     assert 0 < model.logger.name_to_value["train/kl"] <= model.target_kl
 
 
-def test_shared_features_extractor_has_sb3_contribs_meaning():
+def test_shared_features_extractor_has_sb3_contribs_meaning(monkeypatch):
     # CnnPolicy with share_features_extractor=True (sb3-contrib TRPO's default, refused before): the shared CNN is part
     # of the actor (sb3-contrib's actor parameters: every parameter without "value" in its name that the KL depends
     # on), moved by the natural-gradient step only; the critic's regression leaves it (sb3-contrib clears the actor
@@ -343,7 +350,7 @@ def test_shared_features_extractor_has_sb3_contribs_meaning():
     assert any(name.startswith("features_extractor.") for name in actor)
 
     snapshots = {}
-    policy_step = model._policy_step
+    policy_step = exact_trpo.policy_step
 
     def spy(*args):
         snapshots["before"] = {n: p.detach().clone() for n, p in policy.named_parameters()}
@@ -351,7 +358,7 @@ def test_shared_features_extractor_has_sb3_contribs_meaning():
         snapshots["after_policy_step"] = {n: p.detach().clone() for n, p in policy.named_parameters()}
         return stats
 
-    model._policy_step = spy
+    monkeypatch.setattr(exact_trpo, "policy_step", spy)
     model.learn(32)
     assert model.logger.name_to_value["train/is_line_search_success"] == 1.0
     assert 0 < model.logger.name_to_value["train/kl"] <= model.target_kl
@@ -407,15 +414,19 @@ def test_train_and_predict_with_batch_norm_and_dropout(env_id):
         assert th.equal(a, b)
 
 
+def _fisher_states(model, n, k):
+    return fisher_states(model.policy, model._step_settings(), model._fisher_rng, n, k, exact=True)
+
+
 def test_auto_fisher_subsample_bounds_the_whole_batch_backward_work():
     # each Fisher direction of a BatchNorm actor is a backward pass over the whole batch: "auto" keeps
     # directions x batch states <= 2**19 (256 directions for 2048 states), the refinement does the rest
-    assert len(_batch_norm_model("CartPole-v1")._fisher_states(2048, 1, exact=True)) == 256
-    assert len(_batch_norm_model("CartPole-v1")._fisher_states(4096, 2, exact=True)) == 64
-    assert len(_model("discrete")._fisher_states(2048, 1, exact=True)) == 1536
+    assert len(_fisher_states(_batch_norm_model("CartPole-v1"), 2048, 1)) == 256
+    assert len(_fisher_states(_batch_norm_model("CartPole-v1"), 4096, 2)) == 64
+    assert len(_fisher_states(_model("discrete"), 2048, 1)) == 1536
     # Dropout beside nn.Linear layers only keeps the per-layer factorisation, and the usual number
     dropout = dict(net_arch=[8], features_extractor_class=LinearDropoutExtractor)
-    assert len(_model("discrete", policy_kwargs=dropout)._fisher_states(2048, 1, exact=True)) == 1536
+    assert len(_fisher_states(_model("discrete", policy_kwargs=dropout), 2048, 1)) == 1536
 
 
 class LinearDropoutExtractor(BaseFeaturesExtractor):
@@ -439,14 +450,15 @@ def test_batch_norm_and_dropout_fisher_is_the_hessian_of_the_line_searchs_kl():
     params = [p for _, p in actor_parameters(policy, obs[:2])]
     g = th.randn(sum(p.numel() for p in params), generator=th.Generator().manual_seed(0))
     model._noise_seed = 7
-    first = model._distribution(obs).distribution.logits
-    assert th.equal(model._distribution(obs).distribution.logits, first)  # the same masks at every forward pass
-    x, info = model._search_direction(obs, params, g)
+    settings = model._step_settings()
+    first = policy_distribution(model.policy, settings, obs).distribution.logits
+    assert th.equal(policy_distribution(model.policy, settings, obs).distribution.logits, first)  # the same masks each time
+    x, info = _search_direction(model, obs, params, g)
     assert info["fisher_solver"].startswith("exact-")
-    hvp = model._kl_hessian_matvec(obs, params)
+    hvp = kl_hessian_matvec(model.policy, model._step_settings(), obs, params)
     assert float((hvp(x) + 0.01 * x - g).norm() / g.norm()) < 1e-4  # float32
     model._noise_seed = 8
-    other = model._kl_hessian_matvec(obs, params)
+    other = kl_hessian_matvec(model.policy, model._step_settings(), obs, params)
     assert float((other(x) + 0.01 * x - g).norm() / g.norm()) > 1e-2
 
 

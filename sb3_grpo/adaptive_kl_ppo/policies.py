@@ -1,13 +1,13 @@
 """
 Policies for :class:`~sb3_grpo.adaptive_kl_ppo.AdaptiveKLPPO`: SB3's actor-critic policies with the same networks
 as PPO's (so PPO ``policy_kwargs`` and checkpoints of the policy carry over), the same outputs and random stream, and
-a cheaper per-step path (:class:`~sb3_grpo.common.policies.FastActorCriticMixin`: Categorical and Gaussian actions
+a cheaper per-step path (:class:`~sb3_grpo.common.actor_critic.FastActorCriticMixin`: Categorical and Gaussian actions
 sampled without building distribution objects, no torch argument validation).
 """
 
 from stable_baselines3.common import policies as sb3_policies
 
-from sb3_grpo.common.policies import FastActorCriticMixin
+from sb3_grpo.common.actor_critic import FastActorCriticMixin
 
 __all__ = [
     "ActorCriticCnnPolicy",

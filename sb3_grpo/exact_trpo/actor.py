@@ -28,7 +28,7 @@ from torch.distributions import Normal
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
-from sb3_grpo.common.policies import set_distribution
+from sb3_grpo.common.distributions import set_distribution
 
 __all__ = [
     "ActorHead",

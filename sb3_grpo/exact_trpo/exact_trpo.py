@@ -27,7 +27,13 @@ from sb3_grpo.exact_trpo.actor import (
 )
 from sb3_grpo.exact_trpo.fisher import FISHER_SOLVERS
 from sb3_grpo.exact_trpo.policies import CnnPolicy, MlpPolicy, MultiInputPolicy
-from sb3_grpo.exact_trpo.policy_step import AUTO_FISHER_DIRECTIONS, AUTO_WHOLE_BATCH_WORK, PolicyStepMixin
+from sb3_grpo.exact_trpo.policy_step import (
+    AUTO_FISHER_DIRECTIONS,
+    AUTO_WHOLE_BATCH_WORK,
+    StepSettings,
+    policy_step,
+    update_running_statistics,
+)
 
 __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTIONS", "ExactTRPO"]
 
@@ -36,7 +42,7 @@ __all__ = ["AUTO_FISHER_DIRECTIONS", "AUTO_WHOLE_BATCH_WORK", "KL_ACTION_REDUCTI
 KL_ACTION_REDUCTIONS = ("mean", "sum")
 
 
-class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
+class ExactTRPO(AlgorithmMixin, TRPO):
     """
     Trust Region Policy Optimization with an exact natural-gradient direction.
 
@@ -302,6 +308,23 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "_fallback_reported", "_noise_seed"]
 
+    def _step_settings(self) -> StepSettings:
+        """What the policy step reads (see :mod:`sb3_grpo.exact_trpo.policy_step`), from the arguments as they are now."""
+        return StepSettings(
+            target_kl=self.target_kl,
+            cg_damping=self.cg_damping,
+            cg_max_steps=self.cg_max_steps,
+            line_search_max_iter=self.line_search_max_iter,
+            line_search_shrinking_factor=self.line_search_shrinking_factor,
+            fisher_solver=self.fisher_solver,
+            fisher_subsample=self.fisher_subsample,
+            fisher_memory_budget=self.fisher_memory_budget,
+            fisher_refine_tol=self.fisher_refine_tol,
+            kl_action_reduction=self.kl_action_reduction,
+            device=self.device,
+            noise_seed=self._noise_seed,
+        )
+
     # ------------------------------------------------------------------ train
 
     def train(self) -> None:
@@ -329,12 +352,19 @@ class ExactTRPO(PolicyStepMixin, AlgorithmMixin, TRPO):
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
             self._noise_seed = int(th.randint(2**62, ()).item()) if has_noise_layers(self.policy) else None
             try:
+                settings = self._step_settings()
                 with preserved_buffers(self.policy):
-                    stats = self._policy_step(obs, actions, rollout_data.old_log_prob[::step], advantages)
+                    old_log_prob = rollout_data.old_log_prob[::step]
+                    stats = policy_step(self.policy, settings, self._fisher_rng, obs, actions, old_log_prob, advantages)
                     actor_ids = {id(p) for _, p in actor_parameters(self.policy, index_obs(obs, slice(0, 2)))}
-                self._update_running_statistics(obs)
+                update_running_statistics(self.policy, settings, obs)
             finally:
                 self._noise_seed = None
+            if "fallback" in stats and not self._fallback_reported:  # said once per model
+                self.logger.info(f"ExactTRPO: {stats['fallback']}")
+                self._fallback_reported = True
+            if "no_step" in stats:
+                self.logger.info(f"ExactTRPO: {stats['no_step']}")
             break
 
         value_losses = []

@@ -5,7 +5,7 @@ With separate extractors the critic learns its own features. ``share_features_ex
 sb3-contrib TRPO's meaning: the shared extractor is part of the actor, moved only by the natural-gradient step, and
 the critic's regression trains only the critic's own layers on top of it.
 
-Each has the cheaper per-step path of :class:`~sb3_grpo.common.policies.FastActorCriticMixin` (same outputs and
+Each has the cheaper per-step path of :class:`~sb3_grpo.common.actor_critic.FastActorCriticMixin` (same outputs and
 random stream as SB3's).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from stable_baselines3.common import policies as sb3_policies
 
-from sb3_grpo.common.policies import FastActorCriticMixin
+from sb3_grpo.common.actor_critic import FastActorCriticMixin
 
 __all__ = [
     "ActorCriticCnnPolicy",
