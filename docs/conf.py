@@ -48,3 +48,6 @@ html_theme = "sphinx_rtd_theme"
 html_title = f"sb3_grpo {release}"
 html_theme_options = {"navigation_depth": 3}
 pygments_style = "sphinx"
+html_static_path = ["_static"]
+# The theme keeps table cells on one line and hides what does not fit behind a scrollbar: wrap them instead.
+html_css_files = ["wrap_tables.css"]

@@ -48,3 +48,13 @@ def test_mathjax_is_served_from_the_built_site(built):
         assert not re.match(r"(https?:)?//", src), f"MathJax loaded from {src}, not from the built site"
         assert (built / src).is_file(), f"{src} is not in the built site"
     assert "cdn.jsdelivr" not in html and "cdnjs" not in html
+
+
+def test_table_cells_wrap(built):
+    """The theme's ``white-space: nowrap`` on table cells (wide tables behind a scrollbar) is overridden."""
+    html = (built / "index.html").read_text()
+    sheets = [href.split("?")[0] for href in re.findall(r"<link[^>]*href=\"([^\"]*\.css[^\"]*)\"", html)]
+    assert "_static/wrap_tables.css" in sheets, sheets
+    assert sheets.index("_static/wrap_tables.css") > sheets.index("_static/css/theme.css"), "must come after the theme"
+    css = (built / "_static" / "wrap_tables.css").read_text()
+    assert re.search(r"\.wy-table-responsive table td[^{]*\{[^}]*white-space: normal", css)
