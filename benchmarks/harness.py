@@ -54,6 +54,7 @@ THRESHOLDS = {
     "LunarLander-v3": 200.0,
     "HalfCheetah-v5": 1500.0,
     "Hopper-v5": 1000.0,
+    "Walker2d-v5": 1000.0,
 }
 #: Default budgets (env steps) per env.
 BUDGETS = {
@@ -63,6 +64,7 @@ BUDGETS = {
     "LunarLander-v3": 500_000,
     "HalfCheetah-v5": 300_000,
     "Hopper-v5": 300_000,
+    "Walker2d-v5": 1_000_000,
 }
 OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 BASELINES = ("ppo", "trpo")
@@ -113,6 +115,10 @@ def _schedule(value: Any) -> Any:
     if isinstance(value, str) and value.startswith("lin_"):
         start = float(value[4:])
         return lambda progress: progress * start
+    if isinstance(value, str) and value.startswith("KLAdaptiveLR"):
+        from sb3_grpo.zoo.registry import read_kl_adaptive_lr
+
+        return read_kl_adaptive_lr(value)
     return value
 
 
