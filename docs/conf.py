@@ -8,6 +8,10 @@ Build locally, warnings as errors, as CI does::
 
 import os
 import sys
+from pathlib import Path
+
+from sphinx import addnodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 
 # The package is imported from the source tree, so the docs describe the code next to them.
 sys.path.insert(0, os.path.abspath(".."))
@@ -51,3 +55,31 @@ pygments_style = "sphinx"
 html_static_path = ["_static"]
 # The theme keeps table cells on one line and hides what does not fit behind a scrollbar: wrap them instead.
 html_css_files = ["wrap_tables.css"]
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+class RepositoryPathLinks(SphinxPostTransform):
+    """Links of README.md (included by several pages) to repository paths, which GitHub renders: here a link to a
+    docs page (``docs/guide/zoo.md``) goes to that page, and a link to any other file or folder of the repository
+    (``examples/``, ``sb3_grpo/hookspecs.py``) keeps its text without a link, as the site holds no such page."""
+
+    default_priority = 5  # before myst-parser's reference resolver (9), which would warn of a missing target
+
+    def run(self, **kwargs):
+        for node in list(self.document.findall(addnodes.pending_xref)):
+            target = node.get("reftarget", "")
+            if node.get("reftype") != "myst" or node.get("refdomain") == "doc" or "://" in target:
+                continue
+            if not target or target.startswith("#") or not (REPOSITORY / target).exists():
+                continue
+            page = target.removeprefix("docs/").rsplit(".", 1)[0]
+            if target.startswith("docs/") and target.endswith(".md") and page in self.env.all_docs:
+                node["refdomain"], node["reftarget"], node["reftargetid"] = "doc", page, None
+            else:
+                node.replace_self(node[0].deepcopy())
+
+
+def setup(app):
+    app.add_post_transform(RepositoryPathLinks)

@@ -26,6 +26,8 @@ Inline maths $\\mathbb{E}[A_t] = 0$ and a display:
 $$
 \\hat A_i = \\frac{r_i - \\operatorname{mean}(r)}{\\operatorname{std}(r)}
 $$
+
+The README's links to repository paths: [`examples/`](examples/), [`sb3_grpo/hookspecs.py`](sb3_grpo/hookspecs.py).
 """
 
 
@@ -48,6 +50,15 @@ def test_mathjax_is_served_from_the_built_site(built):
         assert not re.match(r"(https?:)?//", src), f"MathJax loaded from {src}, not from the built site"
         assert (built / src).is_file(), f"{src} is not in the built site"
     assert "cdn.jsdelivr" not in html and "cdnjs" not in html
+
+
+def test_readme_repository_links_build(built):
+    """A link to a repository path that is no docs page (GitHub renders it) keeps its text and builds without a
+    warning (``-W`` above); docs/conf.py's ``RepositoryPathLinks`` turns ``docs/...md`` links into page links."""
+    html = (built / "index.html").read_text()
+    for path in ("examples/", "sb3_grpo/hookspecs.py"):
+        assert f'<span class="pre">{path}</span>' in html
+        assert f'href="{path}"' not in html and f'href="#{path}"' not in html
 
 
 def test_table_cells_wrap(built):
