@@ -232,7 +232,9 @@ def plot(qa_rows: list[dict[str, Any]], cart_curves: dict[str, list[np.ndarray]]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    # One colour per algorithm in every panel, and one legend for the three panels above them.
+    colors = {algo: plt.cm.tab10(i) for i, algo in enumerate(ALGOS)}
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.0))
     for ax, task in zip(axes, QA_TASK_NAMES, strict=False):
         for algo in ALGOS:
             curves = [
@@ -240,25 +242,26 @@ def plot(qa_rows: list[dict[str, Any]], cart_curves: dict[str, list[np.ndarray]]
                 for r in qa_rows
                 if r["algo"] == algo and r["task"] == task and int(r["seed"]) in seeds
             ]
-            _band(ax, curves, DISPLAY[algo])
+            _band(ax, curves, DISPLAY[algo], colors[algo])
         ax.set(title=f"Arithmetic-v0, {task}", xlabel="env steps", ylabel="greedy exact-match accuracy", ylim=(0, 1.02))
     ax = axes[2]
     for algo in ALGOS:
-        _band(ax, cart_curves.get(algo, []), DISPLAY[algo])
+        _band(ax, cart_curves.get(algo, []), DISPLAY[algo], colors[algo])
     ax.set(title=CARTPOLE, xlabel="env steps", ylabel="return (deterministic, 10 episodes)")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colors[algo], label=DISPLAY[algo]) for algo in ALGOS]
+    fig.legend(handles=handles, loc="upper center", ncol=len(ALGOS), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
-def _band(ax: Any, curves: list[np.ndarray], label: str) -> None:
+def _band(ax: Any, curves: list[np.ndarray], label: str, color: Any) -> None:
     if not curves:
         return
     grid = np.unique(np.concatenate([c[:, 0] for c in curves]))
     values = np.stack([np.interp(grid, c[:, 0], c[:, 1]) for c in curves])
-    (line,) = ax.plot(grid, values.mean(0), label=label)
-    ax.fill_between(grid, values.min(0), values.max(0), color=line.get_color(), alpha=0.15)
+    ax.plot(grid, values.mean(0), label=label, color=color)
+    ax.fill_between(grid, values.min(0), values.max(0), color=color, alpha=0.15)
 
 
 def cartpole_curves(cart: dict[str, list[dict[str, Any]]], seeds: list[int]) -> dict[str, list[np.ndarray]]:

@@ -56,6 +56,7 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
                 band = np.array([bootstrap_ci(ys[:, j], stat="mean", reps=300) for j in range(len(grid))])
                 ax.fill_between(grid, band[:, 0], band[:, 1], color=color(name), alpha=0.2)
         ax.axhline(THRESHOLDS[env], color="grey", ls=":", lw=1)
+        ax.set_ylim(*_curve_limits(ax, THRESHOLDS[env]))
         ax.set_title(env)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
         ax.set_xlabel("env steps")
@@ -66,17 +67,32 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
     plt.close(fig)
 
 
+def _curve_limits(ax: Any, threshold: float) -> tuple[float, float]:
+    """The y range of a curves panel: its mean curves and the threshold, with a margin. A band (a bootstrap interval
+    over a few seeds) that reaches far past every mean is cut at the edge instead of squashing the curves."""
+    means = np.concatenate([line.get_ydata() for line in ax.get_lines() if line.get_label()[:1] != "_"] or [[threshold]])
+    lo, hi = min(means.min(), threshold), max(means.max(), threshold)
+    margin = 0.15 * (hi - lo or abs(hi) or 1.0)
+    return lo - margin, hi + margin
+
+
 def headline(data: Data, spec: Spec, path: Path) -> None:
-    """IQM of the normalised final scores with their 95% intervals, ours and the baseline per row."""
+    """IQM of the normalised final scores with their 95% intervals, ours and the baseline per row; a baseline that
+    two rows share (the same cells, e.g. SB3 PPO on classic control for GRPO and AdaptiveKLPPO) is drawn once."""
     import matplotlib.pyplot as plt
 
     labels, points, errors, colors = [], [], [], []
     palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
+    drawn: list[tuple[str, list[np.ndarray]]] = []
     for ours, base, what, _, scores, _ in headline_scores(data, spec["rows"]):
         for key in (ours, base):
+            label = f"{DISPLAY[key]} ({what})"
+            if any(label == seen and _same(scores[key], kept) for seen, kept in drawn):
+                continue
+            drawn.append((label, scores[key]))
             point = iqm(np.concatenate(scores[key]))
             lo, hi = bootstrap_ci(scores[key])
-            labels.append(f"{DISPLAY[key]} ({what})")
+            labels.append(label)
             points.append(point)
             errors.append((point - lo, hi - point))
             colors.append(palette[key])
@@ -89,6 +105,11 @@ def headline(data: Data, spec: Spec, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two lists of per-env score arrays are equal."""
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def throughput(data: Data, spec: Spec, path: Path) -> None:
