@@ -576,3 +576,24 @@ def test_train_and_enjoy_run_torch_on_one_thread_on_the_cpu_unless_told(tmp_path
     monkeypatch.setattr(cli, "_load_command", lambda command: lambda: seen.append(list(sys.argv)))
     cli.main(args)
     assert (seen[0][-2:] == ["--num-threads", "1"]) == one_thread
+
+
+def test_record_video_runs_with_our_algorithms(tmp_path):
+    """rl_zoo3's record_video script, run through sb3-grpo-zoo, accepts --algo grpo and writes the video."""
+    pytest.importorskip("moviepy")
+    logs = tmp_path / "logs"
+    _zoo("train", "--algo", "grpo", "--env", "CartPole-v1", "-f", logs, "--seed", 0, "-n", 300, *COMMON)
+    _zoo("record_video", "--algo", "grpo", "--env", "CartPole-v1", "-f", logs, "-n", 30)
+    assert list((logs / "grpo").glob("CartPole-v1_*/videos/*grpo-CartPole-v1*.mp4"))
+
+
+@pytest.mark.parametrize("command", ["record_training", "push_to_hub"])
+def test_the_other_rl_zoo_scripts_accept_our_algorithms(command, capsys):
+    """Their argument parsers list our algorithms (``-h`` names grpo); where rl_zoo3's push_to_hub cannot import its
+    Hugging Face helpers (a huggingface_sb3 release without them), the exit says so instead of a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        _zoo(command, "-h")
+    if exit_info.value.code == 0:
+        assert "grpo" in capsys.readouterr().out
+    else:
+        assert command == "push_to_hub" and "huggingface_sb3" in str(exit_info.value.code)

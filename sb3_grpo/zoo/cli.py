@@ -14,7 +14,9 @@ in the package) is passed to rl_zoo3 as ``-conf``. ``train`` and ``enjoy`` run t
 the CPU with an MLP policy, unless ``--num-threads`` (or ``OMP_NUM_THREADS``) says otherwise: the small networks of
 these configs spend more time synchronising torch's threads than computing, and one thread is several times faster
 (rl_zoo3 itself leaves torch's default, one thread per core). ``plot_train``, ``plot_from_file`` and ``all_plots`` are passed
-through to rl_zoo3 unchanged.
+through to rl_zoo3 unchanged; ``record_video``, ``record_training`` and ``push_to_hub`` (rl_zoo3's scripts, ``python
+-m rl_zoo3.record_video`` ...) run with our algorithms registered (``record_training`` records each checkpoint through
+``sb3-grpo-zoo record_video``).
 """
 
 from __future__ import annotations
@@ -23,12 +25,24 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from sb3_grpo.zoo.registry import ALGO_PATHS, UNAVAILABLE, default_config_path, register
 
 __all__ = ["main"]
 
-COMMANDS = ("train", "enjoy", "plot_train", "plot_from_file", "all_plots")
+COMMANDS = (
+    "train",
+    "enjoy",
+    "plot_train",
+    "plot_from_file",
+    "all_plots",
+    "record_video",
+    "record_training",
+    "push_to_hub",
+)
+#: rl_zoo3's commands that are scripts (``python -m rl_zoo3.<name>``), not functions of ``rl_zoo3.cli``.
+SCRIPT_COMMANDS = ("record_video", "record_training", "push_to_hub")
 
 USAGE = f"""usage: sb3-grpo-zoo {{{",".join(COMMANDS)}}} [rl_zoo3 options]
 
@@ -110,7 +124,44 @@ def _stub_hub_download_if_needed() -> None:
         sys.modules["rl_zoo3.load_from_hub"] = stub
 
 
+def _run_script(command: str) -> None:
+    """Run rl_zoo3's script ``rl_zoo3.<command>`` as ``__main__`` in this process, where our algorithms are registered.
+
+    ``record_training`` records each checkpoint by running ``python -m rl_zoo3.record_video`` in a subprocess, which
+    would not know our algorithms: those calls run ``python -m sb3_grpo.zoo record_video`` instead.
+    """
+    import runpy
+    import subprocess
+
+    original = subprocess.call
+
+    def call(args: Any, *rest: Any, **kwargs: Any) -> int:
+        if isinstance(args, list) and args[1:3] == ["-m", "rl_zoo3.record_video"]:
+            args = [sys.executable, "-m", "sb3_grpo.zoo", "record_video", *args[3:]]
+        return original(args, *rest, **kwargs)
+
+    subprocess.call = call  # type: ignore[assignment]
+    try:
+        runpy.run_module(f"rl_zoo3.{command}", run_name="__main__", alter_sys=True)
+    except ImportError as exc:
+        sys.exit(
+            f"sb3-grpo-zoo {command}: rl_zoo3's {command} script could not import what it needs ({exc}). "
+            + (
+                "It uses the huggingface_sb3 package: install the release this rl_zoo3 was made with "
+                "(pip install huggingface_sb3, or an older release if this one lacks the name above)."
+                if command == "push_to_hub"
+                else "Install the missing package."
+            )
+        )
+    finally:
+        subprocess.call = original  # type: ignore[assignment]
+
+
 def _load_command(command: str) -> Callable[[], None]:
+    if command in SCRIPT_COMMANDS:
+        if command == "record_video":
+            _stub_hub_download_if_needed()
+        return lambda: _run_script(command)
     if command == "train":
         from rl_zoo3.train import train
 
@@ -136,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"sb3-grpo-zoo: unknown command {command!r}; choose one of {', '.join(COMMANDS)}\n\n{USAGE}")
 
     register()
-    if command in ("train", "enjoy"):
+    if command in ("train", "enjoy", *SCRIPT_COMMANDS):
         algo = _option_value(rest, "--algo")
         if algo in UNAVAILABLE:
             sys.exit(f"sb3-grpo-zoo: algorithm {algo!r} is not available in this installation ({UNAVAILABLE[algo]}).")
