@@ -6,7 +6,6 @@ A supported cell must train for a few steps; an unsupported action space must be
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 from typing import Any
