@@ -158,6 +158,10 @@ class AlgorithmMixin:
     max_grad_norm: float  # None where an algorithm allows it: no clipping (see _gradient_step)
     verbose: int
     _current_progress_remaining: float
+    _total_timesteps: int
+    num_timesteps: int
+    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (see :meth:`_arm_overshoot_warning`).
+    _overshoot_warn_at: int | None = None
     lr_schedule: Callable[[float], float]
     rollout_buffer_class: type[RolloutBuffer] | None
     advantage_estimator: Any
@@ -301,6 +305,33 @@ class AlgorithmMixin:
                 f"{self.max_grad_norm!r} (a negative norm turns every gradient step around, 0 stops training)"
             )
 
+    def _arm_overshoot_warning(self, nominal: int) -> None:
+        """At the start of ``learn``: warn (once, see :meth:`_check_overshoot`) when the run passes twice the steps
+        asked for, or twice ``nominal`` (one rollout, what SB3's PPO would run for a smaller budget), whichever is
+        larger. Algorithms whose rollouts run whole episodes can overshoot; only episodes that do not end, or very
+        long ones, make them overshoot by that much."""
+        requested = self._total_timesteps - self.num_timesteps
+        self._overshoot_warn_at = self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
+
+    def _check_overshoot(self, rollout_steps: int) -> None:
+        """After each VecEnv step: say once per ``learn`` that the run has passed the bound of
+        :meth:`_arm_overshoot_warning`, why (:meth:`_overshoot_reason`) and what to change.
+
+        :param rollout_steps: the env steps of the current rollout so far.
+        """
+        if self._overshoot_warn_at is None or self.num_timesteps <= self._overshoot_warn_at:
+            return
+        warnings.warn(
+            f"{self._algorithm_name}: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps "
+            f"asked for: this rollout alone has run {rollout_steps:,} env steps so far, because {self._overshoot_reason()}",
+            stacklevel=3,
+        )
+        self._overshoot_warn_at = None
+
+    def _overshoot_reason(self) -> str:
+        """Why a rollout of this algorithm runs on, and what to change (the end of :meth:`_check_overshoot`'s warning)."""
+        raise NotImplementedError
+
     def _warn_batch_size(self, batch_size: int, what: str, stacklevel: int = 3) -> None:
         """Warn (SB3's algorithms accept it: rl-zoo configs, samplers) when ``batch_size`` exceeds the rollout.
 
@@ -440,7 +471,7 @@ class AlgorithmMixin:
         return super()._init_callback(callback, progress_bar)  # type: ignore[misc]
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_finite_check_episode_step"]  # type: ignore[misc]
+        return [*super()._excluded_save_params(), "_finite_check_episode_step", "_overshoot_warn_at"]  # type: ignore[misc]
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase, exclude: Any = None, include: Any = None) -> None:
         self.__dict__[SAVED_BY_KEY] = saved_by_record(self)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -92,8 +91,6 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
     estimator_arguments = ("baseline", "baseline_kwargs")
     policy: ActorPolicy  # type: ignore[assignment]
     rollout_buffer: EpisodeBuffer  # type: ignore[assignment]
-    #: ``num_timesteps`` past which this ``learn`` is warned about (see :meth:`_setup_learn`); ``None``: no warning
-    _overshoot_warn_at: int | None = None
 
     def __init__(
         self,
@@ -225,9 +222,6 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer"], []
 
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_overshoot_warn_at"]
-
     def _setup_learn(
         self,
         total_timesteps: int,
@@ -243,26 +237,16 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             self.rollout_buffer = EpisodeBuffer(self.n_envs, self.max_episode_length)
         elif env_reset or len(buffer.running) != self.n_envs:
             buffer.reset(self.n_envs)
-        # As GRPO: warned once when the run passes twice the steps asked for (or twice one rollout, what SB3's PPO
-        # would run for a smaller budget), which only episodes that do not end can make it do.
-        requested = self._total_timesteps - self.num_timesteps
-        self._overshoot_warn_at = (
-            self.num_timesteps + 2 * max(requested, self.n_steps * self.n_envs) if requested > 0 else None
-        )
+        self._arm_overshoot_warning(self.n_steps * self.n_envs)  # only episodes that do not end get there
         return result
 
-    def _warn_overshoot(self, rollout_steps: int) -> None:
-        """Say, once per ``learn``, that a rollout waiting for an episode to end takes the run past twice its budget."""
-        warnings.warn(
-            f"REINFORCE: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps asked "
-            f"for: this rollout alone has run {rollout_steps:,} env steps so far, because a rollout runs n_steps="
-            f"{self.n_steps} steps in every env and then on until an episode has ended, and no episode has ended yet. "
-            f"(An episode longer than max_episode_length={self.max_episode_length:,} steps raises.) REINFORCE needs whole "
-            "episodes: for an env whose episodes do not end by themselves, bound them with "
-            "gymnasium.wrappers.TimeLimit (or max_episode_steps= in gymnasium.make); or raise total_timesteps.",
-            stacklevel=3,
+    def _overshoot_reason(self) -> str:
+        return (
+            f"a rollout runs n_steps={self.n_steps} steps in every env and then on until an episode has ended, and no "
+            f"episode has ended yet. (An episode longer than max_episode_length={self.max_episode_length:,} steps "
+            "raises.) REINFORCE needs whole episodes: for an env whose episodes do not end by themselves, bound them "
+            "with gymnasium.wrappers.TimeLimit (or max_episode_steps= in gymnasium.make); or raise total_timesteps."
         )
-        self._overshoot_warn_at = None
 
     # ------------------------------------------------------------------ rollouts
 
@@ -295,8 +279,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             clipped_actions = env_actions(self.policy, actions)
             new_obs, rewards, dones, infos = env.step(clipped_actions)
             self.num_timesteps += env.num_envs
-            if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
-                self._warn_overshoot((n_steps + 1) * env.num_envs)
+            self._check_overshoot((n_steps + 1) * env.num_envs)
             # The first callback of learn() checks new_obs and rewards for NaN and inf (see AlgorithmMixin).
             callback.update_locals(locals())
             if not callback.on_step():

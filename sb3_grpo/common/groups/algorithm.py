@@ -75,8 +75,6 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _branch_states: tuple[str, list[Any]] | None = None
     #: The VecEnv whose slots carry the group-reset hook (see :mod:`sb3_grpo.common.groups.collector`).
     _hooked_env: VecEnv | None = None
-    #: ``num_timesteps`` past which this ``learn`` has run twice its budget (warned once; see ``_warn_overshoot``).
-    _overshoot_warn_at: int | None = None
     #: Whether this ``learn`` has warned that dynamic sampling ran out of rounds (warned once per ``learn``).
     _sampling_warned: bool = False
     _no_signal_warned: bool = False
@@ -290,7 +288,6 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             "_hooked_env",
             "_rollout_start",
             "_snapshots_checked",
-            "_overshoot_warn_at",
             "ref_policy",  # saved as a torch state (see _get_torch_save_params)
             "_sampling_warned",
             "_no_signal_warned",
@@ -312,7 +309,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         if reset_num_timesteps:
             self._branch_states = None
         setup = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
-        self._overshoot_warn_at = self._overshoot_limit()
+        self._arm_overshoot_warning(0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs)
         self._sampling_warned = False
         self._no_signal_warned = False
         self._no_signal_rollouts = 0
@@ -432,23 +429,13 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self._last_obs = rollout.last_obs
         return score_rollout(rollout, self._reward_combiner, self.gamma, self.group_size)
 
-    def _overshoot_limit(self) -> int | None:
-        """The ``num_timesteps`` past which this ``learn`` is warned about (see :meth:`_warn_overshoot`): twice what was
-        asked for, or twice one rollout of ``n_steps * n_envs`` steps (what SB3's PPO would run for a budget smaller
-        than one rollout), whichever is larger."""
-        requested = self._total_timesteps - self.num_timesteps
-        nominal = 0 if self.groups_per_rollout is not None else self.n_steps * self.n_envs
-        return self.num_timesteps + 2 * max(requested, nominal) if requested > 0 else None
-
     def _count_env_steps(self, n: int) -> None:
         """Count ``n`` env steps of the rollout (the collector calls it after every VecEnv step)."""
         self.num_timesteps += n
-        if self._overshoot_warn_at is not None and self.num_timesteps > self._overshoot_warn_at:
-            self._warn_overshoot()
-
-    def _warn_overshoot(self) -> None:
-        """Say, once per ``learn``, that whole groups of whole episodes take the run past twice its budget."""
         start = self._rollout_start["num_timesteps"] if self._rollout_start else self.num_timesteps
+        self._check_overshoot(self.num_timesteps - start)
+
+    def _overshoot_reason(self) -> str:
         n_envs = self.n_envs
         if self.groups_per_rollout is not None:
             rule = f"groups_per_rollout={self.groups_per_rollout} groups of group_size={self.group_size} whole episodes"
@@ -458,14 +445,10 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 f"groups of group_size={self.group_size} whole episodes until n_steps * n_envs = {self.n_steps} * "
                 f"{n_envs} steps are recorded, and at least {minimum} groups with n_envs={n_envs}"
             )
-        warnings.warn(
-            f"{self._algorithm_name}: learn(total_timesteps={self._total_timesteps:,}) will run more than twice the steps "
-            f"asked for: this rollout alone has run {self.num_timesteps - start:,} env steps so far, because a rollout "
-            f"runs {rule}. For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller group_size or "
-            "fewer envs (n_envs); or raise total_timesteps.",
-            stacklevel=3,
+        return (
+            f"a rollout runs {rule}. For smaller rollouts on long episodes set groups_per_rollout (e.g. 1), a smaller "
+            "group_size or fewer envs (n_envs); or raise total_timesteps."
         )
-        self._overshoot_warn_at = None
 
     # ------------------------------------------------------------------ update
 
