@@ -597,3 +597,13 @@ def test_the_other_rl_zoo_scripts_accept_our_algorithms(command, capsys):
         assert "grpo" in capsys.readouterr().out
     else:
         assert command == "push_to_hub" and "huggingface_sb3" in str(exit_info.value.code)
+
+
+def test_plot_train_saves_a_png_without_a_display(tmp_path):
+    """``--output FILE`` (ours) makes rl_zoo3's plot commands save their figures instead of ``plt.show()``."""
+    pytest.importorskip("seaborn")
+    logs = tmp_path / "logs"
+    _zoo("train", "--algo", "grpo", "--env", "CartPole-v1", "-f", logs, "--seed", 0, "-n", 2000, *COMMON)
+    out = tmp_path / "plots" / "train.png"
+    _zoo("plot_train", "-a", "grpo", "-e", "CartPole-v1", "-f", logs, "-w", 2, "--output", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -14,7 +14,8 @@ in the package) is passed to rl_zoo3 as ``-conf``. ``train`` and ``enjoy`` run t
 the CPU with an MLP policy, unless ``--num-threads`` (or ``OMP_NUM_THREADS``) says otherwise: the small networks of
 these configs spend more time synchronising torch's threads than computing, and one thread is several times faster
 (rl_zoo3 itself leaves torch's default, one thread per core). ``plot_train``, ``plot_from_file`` and ``all_plots`` are passed
-through to rl_zoo3 unchanged; ``record_video``, ``record_training`` and ``push_to_hub`` (rl_zoo3's scripts, ``python
+through to rl_zoo3 unchanged, with one flag of ours: ``--output FILE`` saves the figures to ``FILE`` instead of
+showing them (no display needed); ``record_video``, ``record_training`` and ``push_to_hub`` (rl_zoo3's scripts, ``python
 -m rl_zoo3.record_video`` ...) run with our algorithms registered (``record_training`` records each checkpoint through
 ``sb3-grpo-zoo record_video``).
 """
@@ -41,6 +42,8 @@ COMMANDS = (
     "record_training",
     "push_to_hub",
 )
+#: rl_zoo3's plot commands, which end in ``plt.show()``: ``--output FILE`` saves the figures instead (headless).
+PLOT_COMMANDS = ("plot_train", "plot_from_file", "all_plots")
 #: rl_zoo3's commands that are scripts (``python -m rl_zoo3.<name>``), not functions of ``rl_zoo3.cli``.
 SCRIPT_COMMANDS = ("record_video", "record_training", "push_to_hub")
 
@@ -69,6 +72,41 @@ def _has_conf(args: Sequence[str]) -> bool:
         if (len(name) >= 2 and "-conf".startswith(name) and name != "-") or (name.startswith("--conf")):
             return True
     return False
+
+
+def _without_option(args: Sequence[str], name: str) -> list[str]:
+    """``args`` without ``name value`` / ``name=value``."""
+    kept: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = i + 1 < len(args)
+        elif not arg.startswith(name + "="):
+            kept.append(arg)
+    return kept
+
+
+def _save_figures_instead_of_showing(output: str) -> None:
+    """Draw without a display and make ``plt.show()`` save every open figure: ``output`` for the first one,
+    ``<stem>_2<suffix>``, ... for the others."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    target = Path(output)
+
+    def show(*args: Any, **kwargs: Any) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for i, number in enumerate(plt.get_fignums()):
+            path = target if i == 0 else target.with_name(f"{target.stem}_{i + 1}{target.suffix}")
+            plt.figure(number).savefig(path, bbox_inches="tight")
+            print(f"sb3-grpo-zoo: saved {path}", file=sys.stderr)
+        plt.close("all")
+
+    plt.show = show  # type: ignore[assignment]
 
 
 def _cnn_policy(config: str | None, env_id: str | None) -> bool:
@@ -171,9 +209,26 @@ def _load_command(command: str) -> Callable[[], None]:
         from rl_zoo3.enjoy import enjoy
 
         return enjoy
+    _skip_broken_rliable()
     import rl_zoo3.plots as plots
 
     return getattr(plots, command)
+
+
+def _skip_broken_rliable() -> None:
+    """Let rl_zoo3's plots import when ``rliable`` is installed but cannot import (its ``arch`` dependency fails on
+    pandas 3 with a TypeError): rl_zoo3 treats a missing rliable as optional, so it is made to look missing."""
+    if "rliable" in sys.modules:
+        return
+    try:
+        import rliable.library  # noqa: F401
+    except ImportError:
+        pass
+    except Exception as exc:  # not an ImportError: rl_zoo3 would not catch it
+        print(f"sb3-grpo-zoo: rliable does not import ({type(exc).__name__}: {exc}); plotting without it.", file=sys.stderr)
+        for name in [m for m in sys.modules if m == "rliable" or m.startswith("rliable.")]:
+            del sys.modules[name]
+        sys.modules["rliable"] = None  # type: ignore[assignment]  # "import rliable" now raises ImportError
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -208,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             "pass --num-threads N to choose.",
             file=sys.stderr,
         )
+    if command in PLOT_COMMANDS:
+        output = _option_value(rest, "--output")
+        if output is not None:
+            rest = _without_option(rest, "--output")
+            _save_figures_instead_of_showing(output)
     old_argv = sys.argv
     sys.argv = [f"sb3-grpo-zoo {command}", *rest]
     try:
