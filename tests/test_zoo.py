@@ -607,3 +607,24 @@ def test_plot_train_saves_a_png_without_a_display(tmp_path):
     out = tmp_path / "plots" / "train.png"
     _zoo("plot_train", "-a", "grpo", "-e", "CartPole-v1", "-f", logs, "-w", 2, "--output", out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_params_reads_a_bare_word_as_a_string_and_names_a_value_it_cannot_read(capsys):
+    import argparse
+
+    from rl_zoo3.utils import StoreDict
+
+    register()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-params", nargs="+", action=StoreDict)
+    args = ["advantage_estimator:group_zscore", "beta:0.04", "name:'text'", "sizes:[64, 64]", "interval:None"]
+    assert parser.parse_args(["-params", *args]).params == {
+        "advantage_estimator": "group_zscore",
+        "beta": 0.04,
+        "name": "text",
+        "sizes": [64, 64],
+        "interval": None,
+    }
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-params", "sizes:[64,"])
+    assert "-params sizes:[64,: cannot read '[64,' as a Python value" in capsys.readouterr().err

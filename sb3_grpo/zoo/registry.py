@@ -16,6 +16,8 @@ It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentMana
   trial 0);
 - ``_preprocess_schedules`` reads a ``learning_rate: "KLAdaptiveLR(3e-4, desired_kl=0.01)"`` string as
   :class:`sb3_grpo.KLAdaptiveLR` (rl_zoo3 knows only ``lin_<x>``);
+- ``-params key:word`` reads a bare word that is no Python name as that string (rl_zoo3 raised a NameError for
+  ``advantage_estimator:robust_median``), and a value that is no Python names the parameter and how to quote it;
 - ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` string (``"dict(scale='batch')"``) as Python, the way
   rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
 """
@@ -86,6 +88,7 @@ def register() -> dict[str, type]:
         zoo_opt.HYPERPARAMS_CONVERTER[key] = HYPERPARAMS_CONVERTER[key]
         registered[key] = cls
     _patch_experiment_manager()
+    _patch_store_dict()
     _registered = registered
     return registered
 
@@ -151,6 +154,40 @@ def read_kl_adaptive_lr(text: str) -> Any:
     if not isinstance(value, KLAdaptiveLR):
         raise ValueError(f"learning_rate: {text!r} gives a {type(value).__name__}, not a KLAdaptiveLR")
     return value
+
+
+def _patch_store_dict() -> None:
+    """``-params key:value`` evaluates ``value`` as Python (rl_zoo3's ``StoreDict``): a name written without quotes,
+    such as ``advantage_estimator:robust_median``, raised a bare NameError. A single word that is no Python name is now
+    read as the string it spells (``"robust_median"``); anything else that does not evaluate is an error naming the
+    parameter and saying how to quote it."""
+    import re
+
+    from rl_zoo3.utils import StoreDict
+
+    if getattr(StoreDict, "_sb3_grpo_patched", False):
+        return
+    word = re.compile(r"[A-Za-z_][\w.\-/]*")
+
+    def __call__(self: Any, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        arg_dict = {}
+        for arguments in values:
+            key, _, value = arguments.partition(":")
+            try:
+                arg_dict[key] = eval(value)  # rl_zoo3's reading: numbers, lists, dicts, quoted strings, None, True
+            except NameError:
+                if not word.fullmatch(value):
+                    raise
+                arg_dict[key] = value
+            except SyntaxError as exc:
+                parser.error(
+                    f"{option_string} {arguments}: cannot read {value!r} as a Python value ({exc.msg}). Quote strings "
+                    f'and write lists and dicts as Python: {key}:"\'text\'", {key}:"[1, 2]", {key}:"dict(a=1)".'
+                )
+        setattr(namespace, self.dest, arg_dict)
+
+    StoreDict.__call__ = __call__  # type: ignore[method-assign]
+    StoreDict._sb3_grpo_patched = True  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------------ ExperimentManager fixes
