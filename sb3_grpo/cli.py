@@ -84,9 +84,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit with status 1 on a plugin warning (a plugin that failed to load or registers nothing, a name two "
         "plugins claim, a missing plugin named in SB3_GRPO_LOAD_PLUGINS): for CI",
     )
+    scaffold = commands.add_parser(
+        "new-plugin",
+        help="write a new plugin distribution (an estimator and a reward function, tests, entry point) to edit",
+        description="Write the plugin distribution sb3-grpo-NAME: pyproject.toml with the sb3_grpo entry point, a "
+        "package registering an advantage estimator and a reward function (names prefixed NAME_), tests and a README. "
+        'Then: pip install -e "./sb3-grpo-NAME[test]" && pytest sb3-grpo-NAME',
+    )
+    scaffold.add_argument("name", help="the plugin's name: lower-case letters, digits and underscores")
+    scaffold.add_argument("--dir", default=".", help="where to write the distribution's folder (default: here)")
     args = parser.parse_args(argv)
     if args.command == "plugins":
         return _print_plugins(args.json, args.strict)
+    if args.command == "new-plugin":
+        from sb3_grpo.scaffold import new_plugin
+
+        try:
+            root = new_plugin(args.name, args.dir)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f'wrote {root}: pip install -e "{root}[test]" && pytest {root}')
+        return 0
     parser.print_help()
     return 2
 

@@ -1,0 +1,197 @@
+"""
+``sb3-grpo new-plugin NAME``: a new plugin distribution, ready to install, test and edit.
+
+It writes ``sb3-grpo-<name>/`` with a ``pyproject.toml`` whose ``sb3_grpo`` entry point names the ``hooks`` module,
+a package holding one advantage estimator (a group baseline, for GRPO) and one reward function, both registered under
+names prefixed with the plugin's (so they cannot clash with another plugin's), a test file that checks both through
+the installed plugin, and a README. ``pip install -e ./sb3-grpo-<name>[test] && pytest sb3-grpo-<name>`` then passes
+as generated. The layout is the one of the docs' plugin guide and of ``plugins/sb3-grpo-rank-plugin``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+
+__all__ = ["new_plugin"]
+
+_PYPROJECT = """[build-system]
+requires = ["setuptools>=77"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{dist}"
+version = "0.1.0"
+description = "An sb3_grpo plugin: {name}"
+readme = "README.md"
+requires-python = ">=3.10"
+dependencies = ["sb3-grpo", "numpy"]
+
+[project.optional-dependencies]
+test = ["pytest>=8"]
+
+# sb3_grpo finds plugins through this entry-point group: <plugin name> = "<module with the @hookimpl functions>".
+[project.entry-points.sb3_grpo]
+{name} = "{package}.hooks"
+
+[tool.setuptools]
+packages = ["{package}"]
+"""
+
+_INIT = '''"""{dist}: an sb3_grpo plugin (see hooks.py for what it registers)."""
+
+from .estimators import {estimator_class}
+from .rewards import {reward}
+
+__all__ = ["{estimator_class}", "{reward}"]
+'''
+
+_HOOKS = '''"""The plugin's hooks: the module the ``sb3_grpo`` entry point names. sb3_grpo imports it once and calls each
+``@hookimpl`` function with a ``register`` callback. Names carry the plugin's prefix, so that no other plugin claims
+them too (a name two plugins register is unusable)."""
+
+from sb3_grpo import hookimpl
+
+from .estimators import {estimator_class}
+from .rewards import {reward}
+
+
+@hookimpl
+def register_advantage_estimators(register):
+    register("{name}_group_median", {estimator_class})
+
+
+@hookimpl
+def register_reward_functions(register):
+    register("{reward}", {reward})
+'''
+
+_ESTIMATORS = '''"""An advantage estimator for GRPO's groups: each trajectory's outcome against its group's median."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs
+
+
+class {estimator_class}(AdvantageEstimator):
+    """``A_i = R_i - median_{{j in group}} R_j`` for every step of trajectory ``i``: a group baseline that one outlier
+    cannot move. Replace ``compute`` with your own rule; ``requires`` says what the algorithm must hand it."""
+
+    requires = frozenset({{"outcome_rewards", "group_ids"}})
+
+    def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
+        rewards = np.asarray(inputs.outcome_rewards, dtype=np.float64)
+        group_ids = np.asarray(inputs.group_ids)
+        advantages = np.zeros_like(rewards)
+        for group in np.unique(group_ids):
+            members = group_ids == group
+            advantages[members] = rewards[members] - np.median(rewards[members])
+        return AdvantageOutputs(advantages=inputs.broadcast(advantages))
+'''
+
+_REWARDS = '''"""A reward function: a trajectory in, one number (or one per step) out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sb3_grpo import Trajectory
+
+
+def {reward}(trajectory: Trajectory) -> float:
+    """The trajectory's length: longer is better (e.g. staying up on CartPole). Replace with your own score."""
+    return float(len(np.asarray(trajectory.rewards)))
+'''
+
+_TEST = '''"""The installed plugin as sb3_grpo sees it: both names resolve, the estimator's arithmetic, a training run."""
+
+import numpy as np
+
+import sb3_grpo
+from sb3_grpo import GRPO, AdvantageInputs
+from sb3_grpo.common.advantages import run_estimator
+
+
+def test_the_plugin_is_loaded_with_its_names():
+    assert "{name}_group_median" in sb3_grpo.available_advantage_estimators()
+    assert "{reward}" in sb3_grpo.available_reward_functions()
+
+
+def test_the_estimator_subtracts_the_group_median():
+    estimator = sb3_grpo.get_advantage_estimator("{name}_group_median")
+    inputs = AdvantageInputs.from_trajectories(
+        [np.zeros(2), np.zeros(3), np.zeros(2), np.zeros(1)], 1.0,
+        outcome_rewards=np.array([1.0, 5.0, 3.0, 3.0]), group_ids=np.array([0, 0, 0, 1]),
+    )
+    advantages = run_estimator(estimator, inputs).advantages
+    assert np.allclose(advantages[0], [-2.0, 2.0, 0.0, 0.0])  # medians: 3 (group 0), 3 (group 1)
+
+
+def test_grpo_trains_with_the_plugin():
+    model = GRPO(
+        "MlpPolicy", "CartPole-v1", advantage_estimator="{name}_group_median", reward_functions=["{reward}"],
+        n_steps=64, group_size=4, policy_kwargs=dict(net_arch=[16]), seed=0, device="cpu",
+    )
+    model.learn(500)
+'''
+
+_README = """# {dist}
+
+An sb3_grpo plugin, generated by `sb3-grpo new-plugin {name}`.
+
+It registers the advantage estimator `{name}_group_median` and the reward function `{reward}`:
+
+```python
+from sb3_grpo import GRPO
+
+model = GRPO("MlpPolicy", "CartPole-v1", advantage_estimator="{name}_group_median", reward_functions=["{reward}"])
+```
+
+Install and test it: `pip install -e ".[test]" && pytest`. Edit `{package}/estimators.py` and
+`{package}/rewards.py`, and register more names in `{package}/hooks.py` (keep the `{name}_` prefix:
+a name that two plugins register is unusable). `sb3-grpo plugins` lists what is installed.
+"""
+
+
+def new_plugin(name: str, directory: str | Path = ".") -> Path:
+    """Write the plugin distribution ``sb3-grpo-<name>`` under ``directory`` and return its folder.
+
+    :param name: the plugin's name: lower-case letters, digits and underscores, starting with a letter (it prefixes
+        the names it registers and names its entry point).
+    :raises ValueError: for a name that is not such an identifier, or a folder that exists already (nothing is
+        overwritten).
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
+        raise ValueError(
+            f"new-plugin: the name must be lower-case letters, digits and underscores, starting with a letter (it "
+            f"prefixes the names the plugin registers), got {name!r}; e.g. 'my_rewards'."
+        )
+    dist = f"sb3-grpo-{name.replace('_', '-')}"
+    package = f"sb3_grpo_{name}"
+    root = Path(directory) / dist
+    if root.exists():
+        raise ValueError(f"new-plugin: {root} exists already; choose another name or directory (nothing was written).")
+    values = dict(
+        name=name,
+        dist=dist,
+        package=package,
+        estimator_class="".join(part.title() for part in name.split("_")) + "GroupMedian",
+        reward=f"{name}_length",
+    )
+    files = {
+        "pyproject.toml": _PYPROJECT,
+        "README.md": _README,
+        f"{package}/__init__.py": _INIT,
+        f"{package}/hooks.py": _HOOKS,
+        f"{package}/estimators.py": _ESTIMATORS,
+        f"{package}/rewards.py": _REWARDS,
+        "tests/test_plugin.py": _TEST,
+    }
+    for relative, template in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.format(**values))
+    return root
