@@ -1,6 +1,7 @@
 """GRPO's loss: hand-computed loss weights and step losses, trajectory-level ratios, the clipped gradient."""
 
 import numpy as np
+import pytest
 import torch as th
 
 from sb3_grpo.grpo.loss import grpo_step_loss, trajectory_loss_weights
@@ -77,3 +78,15 @@ def test_clipped_gradient_is_zero_outside_the_trust_region():
     per_step, *_ = grpo_step_loss(new, th.log(th.tensor([0.5])), th.tensor([1.0]), 0.2, 0.2)
     per_step.sum().backward()
     assert new.grad.abs().item() == 0.0
+
+
+def test_ratio_statistics_by_hand():
+    from sb3_grpo.grpo.loss import ratio_statistics
+
+    ratio = th.tensor([0.7, 0.9, 1.0, 1.3, 1.5, 0.75])
+    advantages = th.tensor([-1.0, 2.0, 1.0, 1.0, -1.0, 1.0])
+    fraction, low, high, ess = ratio_statistics(ratio, advantages, eps_low=0.2, eps_high=0.28)
+    # outside [0.8, 1.28]: 0.7, 1.3, 1.5, 0.75; clipped below with A < 0: 0.7; above with A > 0: 1.3
+    assert (fraction, low, high) == pytest.approx((4 / 6, 1 / 6, 1 / 6))
+    assert ess == pytest.approx(6.15**2 / (6 * (0.49 + 0.81 + 1 + 1.69 + 2.25 + 0.5625)))
+    assert ratio_statistics(th.ones(5), th.ones(5), 0.2, 0.2) == (0.0, 0.0, 0.0, pytest.approx(1.0))

@@ -22,7 +22,7 @@ from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import kl_estimate
 from sb3_grpo.common.policies import ActorPolicy
 from sb3_grpo.grpo.batch import build_batch
-from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss
+from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss, ratio_statistics
 
 __all__ = ["GRPO", "NonReproducibleResetError"]
 
@@ -371,7 +371,8 @@ class GRPO(GroupSamplingAlgorithm):
             buffer.ref_log_prob = buffer.log_prob_under(self.ref_policy)
 
         by_trajectory = self.importance_sampling_level == "trajectory"
-        pg_losses, kl_refs, entropies, clip_fractions, approx_kls = [], [], [], [], []
+        pg_losses, kl_refs, entropies, approx_kls = [], [], [], []
+        ratio_stats: list[tuple[float, float, float, float]] = []
         continue_training = True
         for epoch in range(self.n_epochs):
             for batch in buffer.get(self.batch_size, self._np_rng, by_trajectory=by_trajectory):
@@ -399,8 +400,7 @@ class GRPO(GroupSamplingAlgorithm):
                     weight_sum = batch.weights.sum().clamp_min(1e-12)
                     pg_losses.append(float((batch.weights * -surrogate).sum() / weight_sum))
                     entropies.append(float(entropy.mean()))
-                    clipped = (ratio < 1.0 - eps_low) | (ratio > 1.0 + eps_high)
-                    clip_fractions.append(float(clipped.float().mean()))
+                    ratio_stats.append(ratio_statistics(ratio, batch.advantages, eps_low, eps_high))
                     approx_kl = float(kl_estimate(log_ratio, "k3").mean())  # KL(pi_old || pi), as SB3's PPO logs it
                     approx_kls.append(approx_kl)
                 if self._stops_early(approx_kl, self.target_kl, epoch):
@@ -418,7 +418,11 @@ class GRPO(GroupSamplingAlgorithm):
         self.logger.record("train/policy_gradient_loss", float(np.mean(pg_losses)) if pg_losses else 0.0)
         self.logger.record("train/entropy_loss", -float(np.mean(entropies)) if entropies else 0.0)
         self.logger.record("train/approx_kl", float(np.mean(approx_kls)) if approx_kls else 0.0)
-        self.logger.record("train/clip_fraction", float(np.mean(clip_fractions)) if clip_fractions else 0.0)
+        clip_fraction, clip_low, clip_high, ess = np.mean(ratio_stats, axis=0) if ratio_stats else (0.0, 0.0, 0.0, 1.0)
+        self.logger.record("train/clip_fraction", float(clip_fraction))
+        self.logger.record("train/clip_fraction_low", float(clip_low))
+        self.logger.record("train/clip_fraction_high", float(clip_high))
+        self.logger.record("train/importance_ess", float(ess))
         self.logger.record("train/kl_ref", float(np.mean(kl_refs)) if kl_refs else 0.0)
         self.logger.record("train/loss", float(loss.item()))
         self.logger.record("train/clip_range", eps_low)

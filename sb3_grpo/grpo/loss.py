@@ -9,7 +9,14 @@ import torch as th
 from sb3_grpo.common.groups.buffers import trajectory_sums
 from sb3_grpo.common.kl import kl_estimate
 
-__all__ = ["GROUP_LOSS_SCALES", "IMPORTANCE_SAMPLING_LEVELS", "LOSS_TYPES", "grpo_step_loss", "trajectory_loss_weights"]
+__all__ = [
+    "GROUP_LOSS_SCALES",
+    "IMPORTANCE_SAMPLING_LEVELS",
+    "LOSS_TYPES",
+    "grpo_step_loss",
+    "ratio_statistics",
+    "trajectory_loss_weights",
+]
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 GROUP_LOSS_SCALES = ("mean", "sqrt")
@@ -89,3 +96,28 @@ def grpo_step_loss(
         kl_ref = kl_estimate(ref_log_prob - log_prob, "k3")
         per_step = per_step + beta * kl_ref
     return per_step, surrogate, ratio, log_ratio, kl_ref
+
+
+def ratio_statistics(
+    ratio: th.Tensor, advantages: th.Tensor, eps_low: float, eps_high: float
+) -> tuple[float, float, float, float]:
+    """What the clipped surrogate did with a minibatch's probability ratios, as TRL and verl log it.
+
+    :param ratio: ``(m,)`` probability ratios ``pi / pi_old`` (per step, or the trajectory's ratio on each step).
+    :param advantages: ``(m,)``.
+    :return: ``(clip_fraction, clip_fraction_low, clip_fraction_high, ess)``: the share of steps whose ratio lies
+        outside ``[1 - eps_low, 1 + eps_high]``; the share clipped from below where the advantage is negative and
+        from above where it is positive (the clipped terms that stop a gradient, TRL's ``clip_ratio/low_mean`` and
+        ``clip_ratio/high_mean``); and the effective sample size of the ratios as importance weights, normalised to
+        ``(0, 1]``: ``(sum r)^2 / (m sum r^2)``, 1 when every ratio is equal.
+    """
+    low = ratio < 1.0 - eps_low
+    high = ratio > 1.0 + eps_high
+    n = max(ratio.numel(), 1)
+    ess = float(ratio.sum() ** 2 / (n * (ratio**2).sum().clamp_min(1e-12)))
+    return (
+        float((low | high).float().mean()),
+        float((low & (advantages < 0)).float().mean()),
+        float((high & (advantages > 0)).float().mean()),
+        ess,
+    )
