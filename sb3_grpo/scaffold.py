@@ -164,10 +164,11 @@ def new_plugin(name: str, directory: str | Path = ".") -> Path:
     :raises ValueError: for a name that is not such an identifier, or a folder that exists already (nothing is
         overwritten).
     """
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
+    if not re.fullmatch(r"[a-z](?:[a-z0-9_]*[a-z0-9])?", name) or "__" in name or keyword.iskeyword(name):
         raise ValueError(
-            f"new-plugin: the name must be lower-case letters, digits and underscores, starting with a letter (it "
-            f"prefixes the names the plugin registers), got {name!r}; e.g. 'my_rewards'."
+            f"new-plugin: the name must be lower-case letters, digits and single underscores, starting with a letter "
+            f"and ending with a letter or digit (it prefixes the names the plugin registers), got {name!r}; e.g. "
+            "'my_rewards'."
         )
     dist = f"sb3-grpo-{name.replace('_', '-')}"
     package = f"sb3_grpo_{name}"

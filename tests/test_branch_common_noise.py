@@ -94,3 +94,45 @@ def test_each_segment_trains_on_its_first_step_with_the_group_step_advantage():
 def test_branch_common_noise_is_refused_where_it_cannot_work(env, kwargs, match):
     with pytest.raises(ValueError, match=match):
         GRPO("MlpPolicy", make_vec_env(env, n_envs=4), group_size=4, branch_common_noise=True, device="cpu", **kwargs)
+
+
+def test_a_box_of_several_dimensions_gets_actions_of_its_shape(fresh_plugins):
+    """The shared-noise draw is flat like the distribution's; the env gets actions of the action space's shape."""
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    from sb3_grpo.common.snapshots import StateSnapshotter, get_episode_clock, set_episode_clock
+
+    class MatrixActions(gym.Env):
+        observation_space = spaces.Box(-1, 1, (3,), np.float32)
+        action_space = spaces.Box(-1, 1, (2, 2), np.float32)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t, self.x = 0, self.np_random.uniform(-1, 1, 3).astype(np.float32)
+            return self.x, {}
+
+        def step(self, action):
+            assert np.shape(action) == (2, 2)
+            self.t += 1
+            return self.x, float(np.sum(action)), self.t >= 6, False, {}
+
+    class Snapshot(StateSnapshotter):
+        def supports(self, env):
+            return isinstance(env.unwrapped, MatrixActions)
+
+        def get(self, env):
+            return dict(t=env.unwrapped.t, x=env.unwrapped.x.copy(), clock=get_episode_clock(env))
+
+        def set(self, env, state):
+            env.unwrapped.t, env.unwrapped.x = state["t"], state["x"].copy()
+            set_episode_clock(env, state["clock"])
+            return env.unwrapped.x
+
+    fresh_plugins.register_state_snapshot("matrix_actions", Snapshot)
+    model = GRPO(
+        "MlpPolicy", make_vec_env(MatrixActions, n_envs=2), group_size=2, n_steps=8, branch_every=3,
+        branch_common_noise=True, policy_kwargs=dict(net_arch=[8]), seed=0, device="cpu",
+    )  # fmt: skip
+    model.learn(40)
+    assert model.rollout_buffer.actions.shape[1:] == (2, 2)  # as the default sampling stores them

@@ -28,10 +28,10 @@ def test_new_plugin_writes_a_distribution_whose_own_tests_pass(tmp_path, capsys)
     assert lint.returncode == 0, lint.stdout
 
 
-@pytest.mark.parametrize("name", ["My-Plugin", "1st", "class", ""])
+@pytest.mark.parametrize("name", ["My-Plugin", "1st", "class", "", "ab_", "a__b"])
 def test_a_name_that_is_no_identifier_is_refused(tmp_path, capsys, name):
     assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 2
-    assert "lower-case letters, digits and underscores" in capsys.readouterr().err
+    assert "lower-case letters, digits and single underscores" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 

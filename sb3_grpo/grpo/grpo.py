@@ -342,7 +342,9 @@ class GRPO(GroupSamplingAlgorithm):
     def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> None:
         """Advantages, loss weights and the batch (:func:`sb3_grpo.grpo.batch.build_batch`)."""
         loss_constant = self.loss_constant
-        if self.loss_type == "dr_grpo" and loss_constant is None:  # the env's time limit, if it has one
+        if self.loss_type == "dr_grpo" and self.branch_common_noise:  # every trajectory of the batch is one step long
+            loss_constant = 1.0
+        elif self.loss_type == "dr_grpo" and loss_constant is None:  # the env's time limit, if it has one
             loss_constant = getattr(env.get_attr("spec", indices=[0])[0], "max_episode_steps", None) or None
         self.loss_constant = build_batch(
             scored,

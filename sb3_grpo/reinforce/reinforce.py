@@ -201,7 +201,11 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
                     f"estimator that fits REINFORCE ({', '.join(fitting_estimators(self.estimator_provides))})"
                 )
             self._estimator = make_advantage_estimator(
-                self._algorithm_name, self.baseline, self.baseline_kwargs, self.estimator_provides
+                self._algorithm_name,
+                self.baseline,
+                self.baseline_kwargs,
+                self.estimator_provides,
+                names=self.estimator_arguments,
             )
 
     def _setup_model(self) -> None:
@@ -317,18 +321,18 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         n_samples = len(advantages)
         batch_size = n_samples if self.batch_size is None else min(self.batch_size, n_samples)
         pg_losses, entropy_losses, grad_norms = [], [], []
-        # The log-probabilities under the rollout policy (its first evaluation of each step), for the update's KL
-        # when a KLAdaptiveLR learning rate asks for it.
+        # The log-probabilities under the policy before this update (the rollout policy), for the update's KL when a
+        # KLAdaptiveLR learning rate asks for it.
         measure_kl = isinstance(self.learning_rate, KLAdaptiveLR)
-        old_log_prob = th.zeros(n_samples, device=self.device)
-        for epoch in range(self.n_epochs):
+        if measure_kl:
+            with th.no_grad():
+                old_log_prob, _ = self.policy.evaluate_actions(obs, actions)
+        for _ in range(self.n_epochs):
             order = th.randperm(n_samples, device=self.device) if batch_size < n_samples else th.arange(n_samples)
             for start, end in minibatch_bounds(n_samples, batch_size):
                 idx = order[start:end]
                 mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
                 log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])
-                if measure_kl and epoch == 0:
-                    old_log_prob[idx] = log_prob.detach()
                 pg_loss = -(log_prob * advantages[idx]).mean()
                 entropy_loss = -th.mean(entropy) if entropy is not None else th.mean(log_prob)
                 loss = pg_loss + self.ent_coef * entropy_loss

@@ -261,12 +261,15 @@ class GroupRolloutCollector:
             n_blocks = int(noise_blocks.max()) + 1
             if isinstance(inner, th.distributions.Normal):
                 eps = th.randn((n_blocks, *inner.mean.shape[1:])).to(policy.device)
-                actions = inner.mean + inner.stddev * eps[blocks]
+                flat = inner.mean + inner.stddev * eps[blocks]
+                # the log-probability of the flat draw; the env gets the action space's shape, as from forward()
+                shape = tuple(policy.action_space.shape or ())
+                return flat.reshape((-1, *shape)), distribution.log_prob(flat)
             else:  # Categorical (checked by the algorithm): the Gumbel-max draw, with Gumbel noise shared by a block
                 logits = inner.logits
                 uniform = th.rand((n_blocks, *logits.shape[1:])).to(policy.device).clamp_(1e-20, 1.0)
                 actions = th.argmax(logits - th.log(-th.log(uniform))[blocks], dim=-1)
-            return actions, distribution.log_prob(actions)
+            return actions, distribution.log_prob(actions)  # Discrete: flat already
 
     def step(
         self,
