@@ -617,8 +617,9 @@ def test_params_reads_a_bare_word_as_a_string_and_names_a_value_it_cannot_read(c
     register()
     parser = argparse.ArgumentParser()
     parser.add_argument("-params", nargs="+", action=StoreDict)
-    args = ["advantage_estimator:group_zscore", "beta:0.04", "name:'text'", "sizes:[64, 64]", "interval:None"]
+    args = ["advantage_estimator:group_zscore", "beta:0.04", "name:'text'", "sizes:[64, 64]", "interval:None", "pairs:all"]
     assert parser.parse_args(["-params", *args]).params == {
+        "pairs": "all",  # not Python's builtin all()
         "advantage_estimator": "group_zscore",
         "beta": 0.04,
         "name": "text",
@@ -628,3 +629,6 @@ def test_params_reads_a_bare_word_as_a_string_and_names_a_value_it_cannot_read(c
     with pytest.raises(SystemExit):
         parser.parse_args(["-params", "sizes:[64,"])
     assert "-params sizes:[64,: cannot read '[64,' as a Python value" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-params", "advantage_kwargs:dict(scale=batch)"])
+    assert "cannot read 'dict(scale=batch)' as a Python value (name 'batch' is not defined)" in capsys.readouterr().err

@@ -16,8 +16,9 @@ It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentMana
   trial 0);
 - ``_preprocess_schedules`` reads a ``learning_rate: "KLAdaptiveLR(3e-4, desired_kl=0.01)"`` string as
   :class:`sb3_grpo.KLAdaptiveLR` (rl_zoo3 knows only ``lin_<x>``);
-- ``-params key:word`` reads a bare word that is no Python name as that string (rl_zoo3 raised a NameError for
-  ``advantage_estimator:robust_median``), and a value that is no Python names the parameter and how to quote it;
+- ``-params key:word`` reads a bare word (other than ``None``, ``True``, ``False``) as that string (rl_zoo3 evaluated
+  it: ``advantage_estimator:group_zscore`` raised a NameError, ``pairs:all`` gave Python's ``all``), and a value that
+  is no Python names the parameter and how to quote it;
 - ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` string (``"dict(scale='batch')"``) as Python, the way
   rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
 """
@@ -157,10 +158,10 @@ def read_kl_adaptive_lr(text: str) -> Any:
 
 
 def _patch_store_dict() -> None:
-    """``-params key:value`` evaluates ``value`` as Python (rl_zoo3's ``StoreDict``): a name written without quotes,
-    such as ``advantage_estimator:robust_median``, raised a bare NameError. A single word that is no Python name is now
-    read as the string it spells (``"robust_median"``); anything else that does not evaluate is an error naming the
-    parameter and saying how to quote it."""
+    """``-params key:value`` evaluates ``value`` as Python (rl_zoo3's ``StoreDict``): a word written without quotes,
+    such as ``advantage_estimator:group_zscore``, raised a bare NameError, and ``pairs:all`` gave Python's ``all``. A
+    bare word other than ``None``, ``True`` and ``False`` is now the string it spells; anything else that does not
+    evaluate is an error naming the parameter and saying how to quote it."""
     import re
 
     from rl_zoo3.utils import StoreDict
@@ -173,15 +174,14 @@ def _patch_store_dict() -> None:
         arg_dict = {}
         for arguments in values:
             key, _, value = arguments.partition(":")
+            if word.fullmatch(value) and value not in ("None", "True", "False"):
+                arg_dict[key] = value  # a bare word: its text (any, all, ... would otherwise be Python's builtins)
+                continue
             try:
                 arg_dict[key] = eval(value)  # rl_zoo3's reading: numbers, lists, dicts, quoted strings, None, True
-            except NameError:
-                if not word.fullmatch(value):
-                    raise
-                arg_dict[key] = value
-            except SyntaxError as exc:
+            except (NameError, SyntaxError) as exc:
                 parser.error(
-                    f"{option_string} {arguments}: cannot read {value!r} as a Python value ({exc.msg}). Quote strings "
+                    f"{option_string} {arguments}: cannot read {value!r} as a Python value ({exc}). Quote strings "
                     f'and write lists and dicts as Python: {key}:"\'text\'", {key}:"[1, 2]", {key}:"dict(a=1)".'
                 )
         setattr(namespace, self.dest, arg_dict)
