@@ -618,7 +618,10 @@ def test_params_reads_a_bare_word_as_a_string_and_names_a_value_it_cannot_read(c
     parser = argparse.ArgumentParser()
     parser.add_argument("-params", nargs="+", action=StoreDict)
     args = ["advantage_estimator:group_zscore", "beta:0.04", "name:'text'", "sizes:[64, 64]", "interval:None", "pairs:all"]
+    args += ["policy_kwargs:dict(activation_fn=nn.ReLU)", "lr:lin_1e-3"]
     assert parser.parse_args(["-params", *args]).params == {
+        "policy_kwargs": {"activation_fn": th.nn.ReLU},  # evaluated where rl_zoo3 evaluates it (nn is torch.nn)
+        "lr": "lin_1e-3",
         "pairs": "all",  # not Python's builtin all()
         "advantage_estimator": "group_zscore",
         "beta": 0.04,

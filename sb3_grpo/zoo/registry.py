@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,8 @@ def _patch_store_dict() -> None:
 
     if getattr(StoreDict, "_sb3_grpo_patched", False):
         return
-    word = re.compile(r"[A-Za-z_][\w.\-/]*")
+    word = re.compile(r"[A-Za-z_][\w\-/]*")  # no dots: nn.ReLU is Python
+    zoo_globals = vars(sys.modules[StoreDict.__module__])  # rl_zoo3's: nn, th, np, ... as its own eval sees them
 
     def __call__(self: Any, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
         arg_dict = {}
@@ -178,7 +180,7 @@ def _patch_store_dict() -> None:
                 arg_dict[key] = value  # a bare word: its text (any, all, ... would otherwise be Python's builtins)
                 continue
             try:
-                arg_dict[key] = eval(value)  # rl_zoo3's reading: numbers, lists, dicts, quoted strings, None, True
+                arg_dict[key] = eval(value, zoo_globals)  # rl_zoo3's reading: numbers, lists, dicts, strings, None
             except (NameError, SyntaxError) as exc:
                 parser.error(
                     f"{option_string} {arguments}: cannot read {value!r} as a Python value ({exc}). Quote strings "
