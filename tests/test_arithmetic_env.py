@@ -353,5 +353,7 @@ def test_the_env_brings_its_verifiable_rewards_as_the_default_reward_functions(c
         model.learn(400)
     assert any(not th.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
     assert algorithm("MlpPolicy", "CartPole-v1", device="cpu").reward_functions == ["episodic_return"]
+    scored_by_env = make_vec_env("sb3_grpo/Arithmetic-v0", n_envs=2, env_kwargs=dict(reward_mode="sparse"))
+    assert algorithm("MlpPolicy", scored_by_env, device="cpu").reward_functions == ["episodic_return"]
     given = algorithm("MlpPolicy", env, reward_functions=["arithmetic_format"], device="cpu")
     assert given.reward_functions == ["arithmetic_format"]

@@ -135,7 +135,7 @@ class ArithmeticEnv(gym.Env):
         "render_modes": ["ansi", "rgb_array"],
         "render_fps": 4,
         # the verifiable rewards GRPO and OnlineDPO score this env with when no reward_functions are given (its own
-        # step reward is 0)
+        # step reward is 0 with reward_mode="none"; the other modes leave this out and score with the env reward)
         "reward_functions": (
             "arithmetic_exact_match",
             "arithmetic_format",
@@ -176,6 +176,8 @@ class ArithmeticEnv(gym.Env):
         self.max_operand = int(max_operand)
         self.max_step = int(max_step)
         self.reward_mode = reward_mode
+        if reward_mode != "none":  # the env reward carries the score: GRPO's default episodic return scores with it
+            self.metadata = {key: value for key, value in type(self).metadata.items() if key != "reward_functions"}
         self.render_mode = render_mode
         self.split = split
         self.test_fraction = float(test_fraction)
