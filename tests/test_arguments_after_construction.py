@@ -257,3 +257,24 @@ def test_a_save_after_a_callback_stopped_learn_describes_the_model(tmp_path, nam
     for key in ("_group_counter",):
         if hasattr(model, key):
             assert getattr(loaded, key) == getattr(model, key)
+
+
+def test_beta_changed_across_zero_at_load_or_by_hand_keeps_the_reference_policy_consistent(tmp_path):
+    """A file saved without a reference policy (beta=0) loaded with beta > 0 takes the loaded policy as reference; a
+    file's reference is dropped where beta=0 is given to load; beta set above 0 by hand makes the current policy the
+    reference, so the KL term trains (it was silently skipped)."""
+    without = make_model("grpo")
+    without.learn(40)
+    without.save(tmp_path / "without.zip")
+    loaded = GRPO.load(tmp_path / "without.zip", env=tiny_env(), beta=0.04, device="cpu")
+    assert all(th.equal(a, b) for a, b in zip(loaded.ref_policy.parameters(), loaded.policy.parameters(), strict=True))
+    loaded.learn(40)
+    with_reference = make_model("grpo", beta=0.04)
+    with_reference.learn(40)
+    with_reference.save(tmp_path / "with.zip")
+    dropped = GRPO.load(tmp_path / "with.zip", env=tiny_env(), beta=0.0, device="cpu")
+    assert dropped.ref_policy is None
+    dropped.learn(40)
+    without.beta = 0.04
+    without.learn(40)
+    assert without.ref_policy is not None and without.logger.name_to_value["train/kl_ref"] >= 0

@@ -51,6 +51,11 @@ _Self = TypeVar("_Self", bound="AlgorithmMixin")
 _LOADING: contextvars.ContextVar[bool] = contextvars.ContextVar("sb3_grpo_loading", default=False)
 
 
+def loading() -> bool:
+    """Whether SB3's ``load`` is building a model in this thread (see :meth:`AlgorithmMixin.load`)."""
+    return _LOADING.get()
+
+
 @contextlib.contextmanager
 def _loading() -> Iterator[None]:
     token = _LOADING.set(True)

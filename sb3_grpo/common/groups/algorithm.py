@@ -30,7 +30,7 @@ from stable_baselines3.common.utils import FloatSchedule, LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_grpo.common.arguments import check_argument_types
-from sb3_grpo.common.base_class import AlgorithmMixin
+from sb3_grpo.common.base_class import AlgorithmMixin, loading
 from sb3_grpo.common.groups.branching import BranchingCollector, branching_problem, check_snapshots
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import GroupRolloutCollector, GroupSettings, SeedState
@@ -282,6 +282,20 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         names = ["policy", "policy.optimizer"]
         return ([*names, "ref_policy"] if self._uses_reference() else names), []
 
+    def set_parameters(self, load_path_or_dict: Any, exact_match: bool = True, device: th.device | str = "auto") -> None:
+        """SB3's ``set_parameters``. In ``load``, the file and the model may disagree on the reference policy: a file
+        saved without one (``beta=0``) loaded with ``beta > 0`` takes the loaded policy as its reference (as a new
+        model takes its initial policy); a file's reference is dropped where the model keeps none (``beta=0`` given
+        to ``load``). Called directly, it checks the names as SB3's does."""
+        if loading() and isinstance(load_path_or_dict, dict):
+            params = dict(load_path_or_dict)
+            if self._uses_reference() and "ref_policy" not in params and "policy" in params:
+                params["ref_policy"] = params["policy"]
+            elif not self._uses_reference():
+                params.pop("ref_policy", None)
+            load_path_or_dict = params
+        super().set_parameters(load_path_or_dict, exact_match=exact_match, device=device)
+
     def _excluded_save_params(self) -> list[str]:
         return [
             *super()._excluded_save_params(),
@@ -458,7 +472,12 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
 
     def _begin_update(self) -> bool:
         """The start of every update: training mode, the learning rate of this update, the batch's ``train/``
-        statistics logged. ``False`` (with ``train/n_updates`` logged) when the batch has nothing to train on."""
+        statistics logged. ``False`` (with ``train/n_updates`` logged) when the batch has nothing to train on. A
+        reference policy that the arguments now ask for (``beta`` set above 0 by hand) is the current policy."""
+        if self._uses_reference() and self.ref_policy is None:
+            self.ref_policy = frozen_copy(self.policy)
+        elif not self._uses_reference():
+            self.ref_policy = None
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         for key, value in self.rollout_buffer.stats.items():  # type: ignore[attr-defined]
