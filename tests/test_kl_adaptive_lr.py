@@ -8,7 +8,7 @@ from envs import TargetEnv
 from stable_baselines3.common.vec_env import DummyVecEnv
 from tiny_models import CLASSES, make_model
 
-from sb3_grpo import ExactTRPO, KLAdaptiveLR
+from sb3_grpo import GRPO, ExactTRPO, KLAdaptiveLR, OnlineDPO
 
 
 def test_the_rule_step_by_step():
@@ -129,3 +129,10 @@ def test_a_zoo_yaml_string_gives_the_schedule():
     assert hyperparams["learning_rate"] == KLAdaptiveLR(1e-3, desired_kl=0.02)
     with pytest.raises(ValueError, match=r"cannot read 'KLAdaptiveLR\(1e-3, target=0.02\)' as a KLAdaptiveLR"):
         ExperimentManager._preprocess_schedules({"learning_rate": "KLAdaptiveLR(1e-3, target=0.02)"})
+
+
+@pytest.mark.parametrize("cls", [GRPO, OnlineDPO])
+def test_one_gradient_step_per_update_is_refused_for_the_group_algorithms(cls):
+    with pytest.raises(ValueError, match=r"0 by construction with one step per update .* set n_epochs > 1 or a batch_size"):
+        cls("MlpPolicy", "CartPole-v1", learning_rate=KLAdaptiveLR(), n_epochs=1, batch_size=None, device="cpu")
+    cls("MlpPolicy", "CartPole-v1", learning_rate=KLAdaptiveLR(), n_epochs=1, batch_size=64, device="cpu")

@@ -40,6 +40,7 @@ from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, sc
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
 from sb3_grpo.common.reference import frozen_copy
 from sb3_grpo.common.reward_scoring import RewardCombiner
+from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.plugins import get_reward_function
 
 __all__ = ["NUMBER_TYPES", "GroupSamplingAlgorithm"]
@@ -225,6 +226,12 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 fail(f"log_std_max must be finite, got {bound!r}")
         if not isinstance(self.dynamic_sampling, (bool, np.bool_)):
             fail(f"dynamic_sampling must be True or False, got {self.dynamic_sampling!r}")
+        if isinstance(self.learning_rate, KLAdaptiveLR) and self.n_epochs == 1 and self.batch_size is None:
+            fail(
+                f"learning_rate={self.learning_rate!r} adapts to the KL measured before each gradient step of an "
+                "update, which is 0 by construction with one step per update (n_epochs=1 and batch_size=None: the "
+                "whole batch in one minibatch), so the rate would never move: set n_epochs > 1 or a batch_size."
+            )
         if self.max_sampling_rounds < 1:
             fail(
                 f"max_sampling_rounds must be >= 1 (the most rounds of groups one rollout samples with dynamic_sampling), "
