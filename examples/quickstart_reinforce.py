@@ -1,7 +1,7 @@
 """
 Quickstart: REINFORCE with a baseline on CartPole-v1.
 
-The seeds' first policy gradient: each step's log-probability is pushed up in proportion to the reward-to-go
+The simplest policy gradient: each step's log-probability is pushed up in proportion to the reward-to-go
 ``G_t`` minus a baseline ``b`` (here a moving average of past returns), one gradient step per rollout, no critic,
 no clipping, no reference policy. A rollout runs until at least one episode has ended; an episode still running
 carries over to the next rollout.

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("sphinx")
 pytest.importorskip("myst_parser")
 pytest.importorskip("sphinx_rtd_theme")
+pytest.importorskip("sphinx-mathjax-offline")  # docs/conf.py loads it (the [docs] extra installs it)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -18,14 +18,14 @@ pytest.importorskip("build")
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
+    """The sdist, and the wheel built from the unpacked sdist (as pip builds from an sdist), so the wheel shows what
+    the sdist holds: no stale file of an earlier build in the checkout reaches it."""
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [
             sys.executable,
             "-m",
             "build",
-            "--sdist",
-            "--wheel",
             "--no-isolation",
             "--skip-dependency-check",
             "--outdir",
