@@ -116,10 +116,14 @@ def headline(data: Data, spec: Spec) -> str:
     return "\n".join(lines)
 
 
-def per_env_table(data: Data, rows: list[tuple[str, str, Iterable[int] | None]]) -> str:
+def per_env_table(
+    data: Data, rows: list[tuple[str, str, Iterable[int] | None]], max_budget: int | None = None, best: bool = False
+) -> str:
+    """One row per (env, cells): final evaluation, its IQM, the threshold reached; with ``best``, the best evaluation
+    of each run too and the final one as a share of it (a run that holds what it learned is near 1)."""
     out, used = [], []
     for env, name, seeds in rows:
-        cells = data.cells_of(env, name, seeds)
+        cells = [c for c in data.cells_of(env, name, seeds) if max_budget is None or c["budget"] <= max_budget]
         if not cells:
             continue
         used += cells
@@ -135,25 +139,35 @@ def per_env_table(data: Data, rows: list[tuple[str, str, Iterable[int] | None]])
                 str(len(cells)),
                 f"{finals.mean():.1f} ± {finals.std():.1f}",
                 f"{iqm(finals):.1f} [{fmt(lo)}, {fmt(hi)}]",
+                *(
+                    [
+                        f"{np.mean([c['best_eval'] for c in cells]):.1f}",
+                        f"{np.mean([c['final_eval'] / c['best_eval'] for c in cells if c['best_eval'] > 0]):.2f}",
+                    ]
+                    if best
+                    else []
+                ),
                 f"{len(reached)}/{len(cells)}",
                 fmt(float(np.median(reached)) / 1000 if reached else None, ".0f") + ("k" if reached else ""),
                 fmt(float(np.median(seconds)) if seconds else None, ".0f"),
             ]
         )
-    header = ["env", "algorithm", "budget", "seeds", "final eval", "IQM [95% CI]", "reached threshold"]
+    header = ["env", "algorithm", "budget", "seeds", "final eval", "IQM [95% CI]"]
+    header += ["best eval", "final / best", "reached threshold"] if best else ["reached threshold"]
     lines = markdown([*header, "median steps to threshold", "median train s to threshold"], out)
     lines += ["", f"{provenance(used)}."]
     return "\n".join(lines)
 
 
 def per_env(data: Data, spec: Spec) -> str:
-    """Per env: the ``first`` cells named for it, then every algorithm of the row order (on ``seeds``, else all)."""
+    """Per env: the ``first`` cells named for it, then (unless ``order: false``) every algorithm of the row order (on
+    ``seeds``, else all), each at most ``max_budget`` steps if given."""
     seeds = spec.get("seeds")
     rows: list[tuple[str, str, Iterable[int] | None]] = []
     for env in spec["envs"]:
         rows += [(env, name, seeds) for name in spec.get("first", {}).get(env, [])]
-        rows += [(env, name, seeds) for name in ORDER]
-    return per_env_table(data, rows)
+        rows += [(env, name, seeds) for name in (ORDER if spec.get("order", True) else [])]
+    return per_env_table(data, rows, spec.get("max_budget"), bool(spec.get("best", False)))
 
 
 def versus(data: Data, spec: Spec) -> str:

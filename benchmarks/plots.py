@@ -21,13 +21,14 @@ from benchmarks.stats import bootstrap_ci, iqm
 
 
 def curves(data: Data, spec: Spec, path: Path) -> None:
-    """Per env: the ``first`` cells named for it, then every algorithm of the row order (less the algorithm of a
-    ``first`` sweep variant), on ``seeds`` (else all)."""
+    """Per env: the ``first`` cells named for it, then (unless ``order: false``) every algorithm of the row order (less
+    the algorithm of a ``first`` sweep variant), on ``seeds`` (else all)."""
     rows: list[tuple[str, list[tuple[str, Iterable[int] | None]]]] = []
     for env in spec["envs"]:
         first = spec.get("first", {}).get(env, [])
         replaced = {name.split(":")[0] for name in first if ":" in name}
-        names = [*first, *(n for n in ORDER if n not in replaced)]
+        order = ORDER if spec.get("order", True) else []
+        names = [*first, *(n for n in order if n not in replaced)]
         rows.append((env, [(n, spec.get("seeds")) for n in names]))
     plot_curves(data, rows, path)
 
