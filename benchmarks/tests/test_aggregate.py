@@ -154,7 +154,13 @@ def test_plots_from_the_fixture(results, tmp_path):
     )
     data = aggregate.Data(*load(results / "cells.csv.gz", results / "curves.csv.gz"), results)
     written = aggregate.plots(data, tmp_path / "plots")
-    assert [p.name for p in written] == ["curves_classic.png", "curves_mujoco.png", "headline.png", "throughput.png"]
+    assert [p.name for p in written] == [
+        "curves_classic.png",
+        "curves_mujoco.png",
+        "curves_mujoco_1m.png",
+        "headline.png",
+        "throughput.png",
+    ]
     assert all(p.stat().st_size > 10_000 for p in written)
 
 
