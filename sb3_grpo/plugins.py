@@ -68,6 +68,7 @@ __all__ = [
     "register_reward_function",
     "register_state_snapshot",
     "registered_advantage_estimators",
+    "registered_reward_functions",
     "registered_state_snapshotters",
     "reward_function_plugin",
     "skipped_plugins",
@@ -759,6 +760,11 @@ def unregister_state_snapshot(name: str) -> None:
 def registered_advantage_estimators() -> dict[str, Any]:
     """Every registered advantage estimator: name -> the registered class, factory or instance."""
     return {name: entry.obj for name, entry in _estimators.entries.items()}
+
+
+def registered_reward_functions() -> dict[str, Any]:
+    """Every registered reward function: name -> the registered callable."""
+    return {name: entry.obj for name, entry in _reward_functions.entries.items()}
 
 
 def registered_state_snapshotters() -> dict[str, Any]:

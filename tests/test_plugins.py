@@ -533,3 +533,13 @@ def test_console_script_is_declared():
     assert getattr(importlib.import_module(module), function) is main
     installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="console_scripts")}
     assert installed.get("sb3-grpo", target) == target  # where the package is installed with it, it points there
+
+
+def test_every_registry_kind_lists_what_is_registered(fresh_plugins):
+    """One verb per kind: registered_<kind>() maps each available name to what was registered."""
+    from sb3_grpo import plugins
+
+    assert set(plugins.registered_advantage_estimators()) == set(plugins.available_advantage_estimators())
+    assert set(plugins.registered_reward_functions()) == set(plugins.available_reward_functions())
+    assert set(plugins.registered_state_snapshotters()) == set(plugins.available_state_snapshots())
+    assert callable(plugins.registered_reward_functions()["episodic_return"])
