@@ -44,6 +44,7 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
 
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
     for ax, (env, entries) in zip(axes[0], rows, strict=True):
+        plain = {name.split("@")[0] for name, _ in entries if ":" not in name}
         for name, seeds in entries:
             runs = [data.curves[(name, env, c["seed"])] for c in data.cells_of(env, name, seeds)]
             if not runs:
@@ -52,6 +53,8 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
             ys = np.stack([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
             label = f"{display(name)}, {budget_label(data.cells_of(env, name)[0]['budget'])} ({len(runs)})"
             style = "--" if "@" in name else "-"  # the same algorithm at a second budget
+            if ":" in name and name.split(":")[0] in plain:
+                style = "-."  # a sweep variant beside its algorithm's entry
             ax.plot(grid, ys.mean(0), label=label, color=color(name), ls=style)
             if len(runs) > 1:
                 band = np.array([bootstrap_ci(ys[:, j], stat="mean", reps=300) for j in range(len(grid))])
