@@ -56,16 +56,7 @@ def test_trajectory_level_ratio_is_geometric_mean():
 def test_trajectory_level_ratios_sum_without_atomics_off_the_cpu():
     """GSPO's per-trajectory sums go through ``trajectory_sums``: off the CPU ("meta" tensors run a non-CPU device's
     code path) a sorted ``index_put_(accumulate=True)``, never CUDA's atomic ``index_add``, so seeded runs reproduce."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class RecordOps(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.add(func.overloadpacket.__name__.rstrip("_"))
-            return func(*args, **(kwargs or {}))
+    from op_trace import RecordOps
 
     new, old, trajectory = th.zeros(5, device="meta"), th.zeros(5, device="meta"), th.zeros(5, dtype=th.long, device="meta")
     with RecordOps() as ops:

@@ -7,9 +7,9 @@ import pytest
 import torch as th
 from envs import TargetEnv
 from gymnasium import spaces
+from op_trace import ATOMIC_ON_CUDA, RecordOps
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from sb3_grpo import GRPO, OnlineDPO
 from sb3_grpo.online_dpo.loss import trajectory_log_probs
@@ -205,23 +205,9 @@ def test_environment_dynamics_cancel():
 
 # ---------------------------------------------------------------- reproducible on CUDA (#45)
 
+
 #: Ops whose CUDA kernels add with atomics, so that a float sum depends on the order the threads ran in (the
 #: "normally-nondeterministic" ops of torch.use_deterministic_algorithms): a seeded update must not use them.
-ATOMIC_ON_CUDA = {"index_add", "scatter_add", "scatter_reduce", "index_reduce", "put", "bincount", "histc"}
-
-
-class RecordOps(TorchDispatchMode):
-    """The names of the aten ops run inside the block (forward and backward), without a trailing ``_``."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.add(func.overloadpacket.__name__.rstrip("_"))
-        return func(*args, **(kwargs or {}))
-
-
 def test_trajectory_log_probs_add_in_a_fixed_order():
     """``log pi(tau)`` sums steps by trajectory: ``index_add`` on the CPU (a serial loop there), a sorted
     ``index_put_(accumulate=True)`` elsewhere, since CUDA's ``index_add`` adds with atomics in a varying order."""
