@@ -45,7 +45,7 @@ OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 #: tasks).
 WANTED = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"}
 WANTED_ENTRIES = {
-    "grpo": WANTED,
+    "grpo": WANTED | {"sb3_grpo/Arithmetic-v0"},
     "exact_trpo": WANTED,
     "adaptive_kl_ppo": WANTED,
     "reinforce": {"default", "CartPole-v1"},
@@ -127,6 +127,21 @@ def test_configs_cover_the_envs_and_say_where_numbers_come_from():
             assert "policy" in entry and "n_timesteps" in entry, (algo, key)
             if algo == "exact_trpo":  # gSDE has no closed-form Fisher: ExactTRPO would fall back to CG
                 assert not entry.get("use_sde"), (algo, key)
+
+
+def test_grpo_arithmetic_entry_writes_out_the_measured_configuration():
+    """The entry's comment quotes benchmarks.family, which trains qa_tasks' ``default`` configuration: the two must
+    be the same settings, or the quoted accuracy is not what a zoo user gets."""
+    from benchmarks import qa_tasks
+
+    entry = yaml.safe_load((CONFIG_DIR / "grpo.yml").read_text())["sb3_grpo/Arithmetic-v0"]
+    measured = dict(qa_tasks.CONFIGS["grpo"]["default"])
+    assert measured.pop("extractor") == "flatten" and "policy_kwargs" in entry  # flatten: SB3's MlpPolicy
+    assert entry["policy_kwargs"] == f"dict(net_arch={measured.pop('net_arch')}, activation_fn=nn.ReLU)"
+    assert measured.pop("activation") == "relu"
+    assert measured.pop("reward_functions") == entry["reward_functions"]
+    for name, value in measured.items():
+        assert entry[name] == value, (name, entry[name], value)
 
 
 def test_default_config_lookup(tmp_path, monkeypatch):
