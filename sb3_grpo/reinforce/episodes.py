@@ -16,6 +16,11 @@ __all__ = ["EPISODE_PROVIDES", "EpisodeBuffer", "episode_batch"]
 EPISODE_PROVIDES = frozenset({"step_rewards", "outcome_rewards"})
 
 
+def _batch_array(key: str, doc: str) -> property:
+    """A read-only attribute: the array ``key`` of the buffer's last batch (``None`` before the first complete rollout)."""
+    return property(lambda buffer: None if buffer.batch is None else buffer.batch[key], doc=doc)
+
+
 class EpisodeBuffer:
     """
     The steps of a rollout, grouped by episode. An episode still running when a rollout ends stays in its slot and
@@ -72,28 +77,11 @@ class EpisodeBuffer:
         finished, self.finished = self.finished, []
         return finished
 
-    def _batch_array(self, key: str) -> Any:
-        return None if self.batch is None else self.batch[key]
-
-    @property
-    def observations(self) -> Any:
-        """The observations of the last batch's steps, episode after episode (SB3's ``RolloutBuffer.observations``)."""
-        return self._batch_array("obs")
-
-    @property
-    def actions(self) -> Any:
-        """The actions of the last batch's steps, as the policy sampled them (before clipping to a Box's bounds)."""
-        return self._batch_array("actions")
-
-    @property
-    def returns(self) -> Any:
-        """The reward-to-go of the last batch's steps."""
-        return self._batch_array("returns")
-
-    @property
-    def advantages(self) -> Any:
-        """The advantages of the last batch's steps (what the policy gradient weighs each step by)."""
-        return self._batch_array("advantages")
+    # The last batch's arrays, one entry per step, episode after episode, under SB3's RolloutBuffer names.
+    observations = _batch_array("obs", "The last batch's observations (SB3's ``RolloutBuffer.observations``).")
+    actions = _batch_array("actions", "The last batch's actions as sampled (before clipping to a Box's bounds).")
+    returns = _batch_array("returns", "The last batch's reward-to-go.")
+    advantages = _batch_array("advantages", "The last batch's advantages (what the policy gradient weighs each step by).")
 
     @property
     def n_running_steps(self) -> int:
