@@ -1,10 +1,14 @@
-"""The cheaper per-step path of SB3's actor-critic policies (:class:`FastActorCriticMixin`)."""
+"""
+The cheaper per-step path of SB3's actor-critic policies (:class:`FastActorCriticMixin`), and SB3's three actor-critic
+policies with it (same arguments, networks, outputs and random stream).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch as th
+from stable_baselines3.common import policies as sb3_policies
 from stable_baselines3.common.distributions import Distribution, StateDependentNoiseDistribution
 from stable_baselines3.common.type_aliases import Schedule
 
@@ -16,7 +20,7 @@ from sb3_grpo.common.distributions import (
     set_distribution,
 )
 
-__all__ = ["FastActorCriticMixin"]
+__all__ = ["ActorCriticCnnPolicy", "ActorCriticPolicy", "FastActorCriticMixin", "MultiInputActorCriticPolicy"]
 
 
 class FastActorCriticMixin:
@@ -73,3 +77,16 @@ class FastActorCriticMixin:
             if set_distribution(policy.action_dist, mean_actions, getattr(policy, "log_std", None), latent_pi):
                 return policy.action_dist
         return super()._get_action_dist_from_latent(latent_pi)  # type: ignore[misc]
+
+
+class ActorCriticPolicy(FastActorCriticMixin, sb3_policies.ActorCriticPolicy):
+    """SB3's :class:`~stable_baselines3.common.policies.ActorCriticPolicy` (same arguments, networks and outputs)
+    with the fast per-step path."""
+
+
+class ActorCriticCnnPolicy(FastActorCriticMixin, sb3_policies.ActorCriticCnnPolicy):
+    """SB3's CNN actor-critic policy with the fast per-step path."""
+
+
+class MultiInputActorCriticPolicy(FastActorCriticMixin, sb3_policies.MultiInputActorCriticPolicy):
+    """SB3's dict-observation actor-critic policy with the fast per-step path."""

@@ -5,17 +5,15 @@ With separate extractors the critic learns its own features. ``share_features_ex
 sb3-contrib TRPO's meaning: the shared extractor is part of the actor, moved only by the natural-gradient step, and
 the critic's regression trains only the critic's own layers on top of it.
 
-Each has the cheaper per-step path of :class:`~sb3_grpo.common.actor_critic.FastActorCriticMixin` (same outputs and
-random stream as SB3's).
+Each is the fast actor-critic policy of :mod:`sb3_grpo.common.actor_critic` (SB3's with a cheaper per-step path: same
+outputs and random stream).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from stable_baselines3.common import policies as sb3_policies
-
-from sb3_grpo.common.actor_critic import FastActorCriticMixin
+from sb3_grpo.common import actor_critic
 
 __all__ = [
     "ActorCriticCnnPolicy",
@@ -27,29 +25,25 @@ __all__ = [
 ]
 
 
-class ActorCriticPolicy(FastActorCriticMixin, sb3_policies.ActorCriticPolicy):
+class _SeparateExtractorsByDefault:
+    """``share_features_extractor=False`` unless given (all other arguments go to the policy unchanged)."""
+
+    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
+        kwargs["share_features_extractor"] = share_features_extractor
+        super().__init__(*args, **kwargs)
+
+
+class ActorCriticPolicy(_SeparateExtractorsByDefault, actor_critic.ActorCriticPolicy):
     """SB3's :class:`~stable_baselines3.common.policies.ActorCriticPolicy` with ``share_features_extractor=False``
     by default (all other arguments unchanged)."""
 
-    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        kwargs["share_features_extractor"] = share_features_extractor
-        super().__init__(*args, **kwargs)
 
-
-class ActorCriticCnnPolicy(FastActorCriticMixin, sb3_policies.ActorCriticCnnPolicy):
+class ActorCriticCnnPolicy(_SeparateExtractorsByDefault, actor_critic.ActorCriticCnnPolicy):
     """SB3's CNN actor-critic policy with ``share_features_extractor=False`` by default."""
 
-    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        kwargs["share_features_extractor"] = share_features_extractor
-        super().__init__(*args, **kwargs)
 
-
-class MultiInputActorCriticPolicy(FastActorCriticMixin, sb3_policies.MultiInputActorCriticPolicy):
+class MultiInputActorCriticPolicy(_SeparateExtractorsByDefault, actor_critic.MultiInputActorCriticPolicy):
     """SB3's dict-observation actor-critic policy with ``share_features_extractor=False`` by default."""
-
-    def __init__(self, *args: Any, share_features_extractor: bool = False, **kwargs: Any):
-        kwargs["share_features_extractor"] = share_features_extractor
-        super().__init__(*args, **kwargs)
 
 
 MlpPolicy = ActorCriticPolicy
