@@ -92,12 +92,16 @@ def arithmetic_digit_match(trajectory: Trajectory) -> np.ndarray:
     return rewards
 
 
+#: The reward functions, each registered under its own name (the name ``reward_functions`` takes).
 ARITHMETIC_REWARD_FUNCTIONS = {
-    "arithmetic_exact_match": arithmetic_exact_match,
-    "arithmetic_format": arithmetic_format,
-    "arithmetic_length_penalty": arithmetic_length_penalty,
-    "arithmetic_prefix_match": arithmetic_prefix_match,
-    "arithmetic_digit_match": arithmetic_digit_match,
+    fn.__name__: fn
+    for fn in (
+        arithmetic_exact_match,
+        arithmetic_format,
+        arithmetic_length_penalty,
+        arithmetic_prefix_match,
+        arithmetic_digit_match,
+    )
 }
 
 
