@@ -31,6 +31,9 @@ NEEDS: dict[str, str] = {
     "group_ids": "group ids (trajectories sampled in groups that share a start state)",
     "outcome_rewards": "one outcome reward per trajectory",
     "step_rewards": "per-step rewards",
+    "score_norms": (
+        "each step's squared score norm with respect to the logits of a categorical policy (a Discrete action space)"
+    ),
 }
 
 

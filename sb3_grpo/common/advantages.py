@@ -68,6 +68,9 @@ class AdvantageInputs:
     :param dones: ``(B,)`` whether the last row of each column ended its episode.
     :param outcome_rewards: ``(B,)`` one outcome reward per column (trajectory layout).
     :param group_ids: ``(B,)`` integer group of each column (trajectory layout).
+    :param score_norms: ``(T, B)`` squared norm of the gradient of ``log pi(a_t | s_t)`` with respect to the logits of
+        a categorical policy, ``1 - 2 pi(a_t | s_t) + sum_a pi(a | s_t)^2``, under the policy that acted (trajectory
+        layout, Discrete action spaces).
     """
 
     rewards: np.ndarray
@@ -80,6 +83,7 @@ class AdvantageInputs:
     dones: np.ndarray | None = None
     outcome_rewards: np.ndarray | None = None
     group_ids: np.ndarray | None = None
+    score_norms: np.ndarray | None = None
     #: Free-form extras an algorithm may pass to matching estimators (unused by the built-ins).
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -89,7 +93,7 @@ class AdvantageInputs:
             raise EstimatorError(f"AdvantageInputs.rewards must have shape (T, B), got {self.rewards.shape}")
         shape = self.rewards.shape
         self.episode_starts = np.asarray(self.episode_starts)
-        for name in ("episode_starts", "mask", "values"):
+        for name in ("episode_starts", "mask", "values", "score_norms"):
             value = getattr(self, name)
             if value is not None and np.shape(value) != shape:
                 raise EstimatorError(f"AdvantageInputs.{name} must have shape {shape} like rewards, got {np.shape(value)}")
@@ -122,7 +126,7 @@ class AdvantageInputs:
     def provided(self) -> set[str]:
         """The needs (see :data:`NEEDS`) these inputs satisfy."""
         have = {"step_rewards"}
-        for need in ("values", "group_ids", "outcome_rewards"):
+        for need in ("values", "group_ids", "outcome_rewards", "score_norms"):
             if getattr(self, need) is not None:
                 have.add(need)
         return have
@@ -137,6 +141,7 @@ class AdvantageInputs:
         terminated: np.ndarray | None = None,
         gae_lambda: float = 1.0,
         reward_streams: list[tuple[list[np.ndarray], float]] | None = None,
+        score_norms: list[np.ndarray] | None = None,
     ) -> AdvantageInputs:
         """Build the trajectory layout: one column per trajectory, padded with zeros, plus the mask.
 
@@ -147,6 +152,8 @@ class AdvantageInputs:
         :param terminated: ``(B,)`` whether each trajectory ended in a terminal state (else it was truncated).
         :param reward_streams: ``(per-trajectory rewards, gamma)`` per reward function, laid out like
             ``step_rewards`` into ``extras[REWARD_STREAMS]``.
+        :param score_norms: one array of per-step squared score norms per trajectory (see the class), laid out like
+            ``step_rewards``.
         """
         rewards, mask = _pad_columns(step_rewards)
         horizon, n_columns = rewards.shape
@@ -168,6 +175,7 @@ class AdvantageInputs:
             dones=dones,
             outcome_rewards=np.asarray(outcome_rewards, dtype=np.float64),
             group_ids=None if group_ids is None else np.asarray(group_ids),
+            score_norms=None if score_norms is None else _pad_columns(score_norms)[0],
             extras=extras,
         )
 

@@ -67,8 +67,9 @@ def _loading() -> Iterator[None]:
 
 #: What an algorithm with a critic hands to advantage estimators (SB3's rollout buffer: values, per-step rewards).
 CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
-#: What a group algorithm hands to advantage estimators (whole trajectories grouped by their start state).
-GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards"})
+#: What a group algorithm hands to advantage estimators (whole trajectories grouped by their start state, and the
+#: policy's score norms where the policy is categorical: see :meth:`AlgorithmMixin._provided_needs`).
+GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards", "score_norms"})
 
 
 def fitting_estimators(provides: frozenset[str]) -> list[str]:
@@ -355,6 +356,14 @@ class AlgorithmMixin:
 
     # ------------------------------------------------------------------ estimator
 
+    def _provided_needs(self) -> frozenset[str]:
+        """What this model hands to estimators: :attr:`estimator_provides`, less ``score_norms`` unless the policy is
+        categorical (a Discrete action space), the only one whose score norms are defined."""
+        provides = self.estimator_provides
+        if "score_norms" in provides and not isinstance(getattr(self, "action_space", None), spaces.Discrete):
+            provides = provides - {"score_norms"}
+        return provides
+
     def _setup_estimator(self) -> None:
         """Resolve and check the advantage estimator (a loaded model keeps its own, possibly stateful, one)."""
         if getattr(self, "_estimator", None) is None:
@@ -362,7 +371,7 @@ class AlgorithmMixin:
                 self._algorithm_name,
                 self.advantage_estimator,
                 self.advantage_kwargs,
-                self.estimator_provides,
+                self._provided_needs(),
                 self.estimator_arguments,
             )
 

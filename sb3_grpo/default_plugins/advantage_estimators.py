@@ -5,13 +5,15 @@ Critic estimators (need ``values``): ``gae``, ``n_step``, ``td``, ``monte_carlo`
 Group estimators (critic-free): ``group_zscore``, ``group_mean``, ``leave_one_out``, ``group_process``,
 ``reinforce_baseline``, ``group_step_baseline``, ``group_auto`` (GRPO's default: ``group_zscore`` or
 ``group_step_baseline``, whichever fits the batch's rewards).
+The estimators of verl's registry that these do not cover (``reinforce_plus_plus``, ``reinforce_plus_plus_baseline``,
+``grpo_passk``, ``optimal_token_baseline``) are in :mod:`sb3_grpo.default_plugins.verl_estimators`, registered here.
 
 Sources:
 - GAE: Schulman et al. 2016, https://arxiv.org/abs/1506.02438 (identical to SB3's ``RolloutBuffer``)
 - n-step / A3C returns: Mnih et al. 2016, https://arxiv.org/abs/1602.01783
 - GRPO outcome supervision and process supervision: Shao et al. 2024 (DeepSeekMath), https://arxiv.org/abs/2402.03300
 - Dr. GRPO (no std scaling): Liu et al. 2025, https://arxiv.org/abs/2503.20783
-- RLOO: Ahmadian et al. 2024, https://arxiv.org/abs/2402.14740
+- RLOO (verl's ``rloo``, TRL's ``RLOOTrainer``): Ahmadian et al. 2024, https://arxiv.org/abs/2402.14740
 - Per-step group baseline over shared starts: the "vine" idea of TRPO (Schulman et al. 2015, section 5.2)
 """
 
@@ -31,6 +33,7 @@ from sb3_grpo.common.advantages import (
     reward_to_go,
     warn_once,
 )
+from sb3_grpo.default_plugins.verl_estimators import VERL_ESTIMATORS
 from sb3_grpo.hookspecs import hookimpl
 
 SCALES = ("group", "batch", "none")
@@ -206,9 +209,17 @@ class _GroupOutcome(AdvantageEstimator):
 class GroupZScore(_GroupOutcome):
     """GRPO (DeepSeekMath outcome supervision): ``(R_i - mean_g) / (std_g + eps)``.
 
+    ``scale`` names the same three choices as TRL's ``scale_rewards``; ``"none"`` is identical, the other two differ
+    in the standard deviation. TRL (``GRPOTrainer``) divides by the sample (Bessel-corrected) standard deviation: of
+    the group's rewards for ``"group"``, of the raw rewards over the whole batch for ``"batch"``. Here ``"group"``
+    takes the group's population standard deviation (so TRL's advantages are these times about
+    ``sqrt((G - 1) / G)`` for groups of ``G``), and ``"batch"`` the population standard deviation of the centred
+    rewards ``R_i - mean_g`` over the batch, which leaves out the spread between the groups' means (TRL's is at
+    least as large, and its advantages as small).
+
     :param scale: ``"group"`` (default: divide by the group's population std), ``"batch"`` (divide by the std of
         the centred rewards over the whole batch) or ``"none"``.
-    :param eps: added to the standard deviation.
+    :param eps: added to the standard deviation (TRL's is ``1e-4`` too).
     """
 
     label = "group_zscore"
@@ -222,7 +233,9 @@ class GroupMean(_GroupOutcome):
 
 
 class LeaveOneOut(_GroupOutcome):
-    """RLOO: ``R_i - mean_{j != i} R_j`` over the other members of the group (a group of one gets zero).
+    """RLOO (verl's ``rloo``, TRL's ``RLOOTrainer``): ``R_i - mean_{j != i} R_j`` over the other members of the
+    group, which is ``G / (G - 1) * (R_i - mean_g)`` for a group of ``G``. A group of one gets zero (verl's keeps its
+    outcome).
 
     :param scale: as in ``group_zscore`` (default ``"none"``).
     """
@@ -522,6 +535,7 @@ BUILTIN_ESTIMATORS: dict[str, type] = {
     "reinforce_baseline": ReinforceBaseline,
     "group_step_baseline": GroupStepBaseline,
     "group_auto": GroupAuto,
+    **VERL_ESTIMATORS,
 }
 
 

@@ -357,6 +357,7 @@ class GRPO(GroupSamplingAlgorithm):
             loss_constant=None if loss_constant is None else float(loss_constant),
             group_loss_scale=self.group_loss_scale,
             first_steps_only=bool(self.branch_common_noise),
+            policy=self.policy,
         )
 
     # ------------------------------------------------------------------ update
