@@ -55,10 +55,11 @@ def register_advantage_estimators(register: Callable[[str, Any], None]) -> None:
         have a ``requires`` set and a ``compute(inputs)`` method). It is instantiated with the algorithm's
         ``advantage_kwargs``. Its ``requires`` declares what it reads from
         :class:`sb3_grpo.AdvantageInputs`: any of ``"values"`` (a critic), ``"group_ids"``,
-        ``"outcome_rewards"`` and ``"step_rewards"``. An algorithm that cannot provide one of them refuses
-        the estimator when it is constructed. An instance whose ``accepts_reward_streams`` is true may be used
-        with GRPO's ``reward_gammas``: it then finds each reward function's per-step rewards and discount in
-        ``inputs.extras["reward_streams"]`` (see :mod:`sb3_grpo.common.advantages`).
+        ``"outcome_rewards"``, ``"step_rewards"`` and ``"score_norms"`` (a categorical policy's, from GRPO). An
+        algorithm that cannot provide one of them refuses the estimator when it is constructed. An instance
+        whose ``accepts_reward_streams`` is true may be used with GRPO's ``reward_gammas``: it then finds each
+        reward function's per-step rewards and discount in ``inputs.extras["reward_streams"]`` (see
+        :mod:`sb3_grpo.common.advantages`).
 
     A wrong signature (``compute`` must take exactly one argument) or an unknown need is an error at
     registration time, naming your plugin.
