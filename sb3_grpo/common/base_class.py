@@ -397,6 +397,18 @@ class AlgorithmMixin:
                 "(or DictEstimatorRolloutBuffer) from sb3_grpo.common.buffers, or leave rollout_buffer_class=None."
             )
 
+    def _setup_policy(self) -> None:
+        """The start of SB3's ``OnPolicyAlgorithm._setup_model``, for an algorithm that keeps its own rollout storage
+        and calls it from its ``_setup_model``: the learning-rate schedule (with the argument checks of ``load``),
+        the seeds, the policy on its device."""
+        model: Any = self  # SB3's base class sets the spaces, the policy's class and arguments, the seed and the device
+        self._setup_lr_schedule()
+        model.set_random_seed(model.seed)
+        self.policy = model.policy_class(
+            model.observation_space, model.action_space, self.lr_schedule, use_sde=model.use_sde, **model.policy_kwargs
+        )
+        self.policy = self.policy.to(model.device)
+
     # ------------------------------------------------------------------ update
 
     def _gradient_step(self, loss: th.Tensor) -> th.Tensor | None:

@@ -209,12 +209,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
             )
 
     def _setup_model(self) -> None:
-        self._setup_lr_schedule()
-        self.set_random_seed(self.seed)
-        self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
-        )
-        self.policy = self.policy.to(self.device)
+        self._setup_policy()
         self._setup_estimator()
         self.rollout_buffer = EpisodeBuffer(self.n_envs, self.max_episode_length)
 

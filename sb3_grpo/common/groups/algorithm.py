@@ -248,12 +248,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
 
     def _setup_model(self) -> None:
         """The policy, ``log_std_max``'s schedule, the reward functions, the buffer and the group seeds."""
-        self._setup_lr_schedule()
-        self.set_random_seed(self.seed)
-        self.policy = self.policy_class(  # type: ignore[assignment]
-            self.observation_space, self.action_space, self.lr_schedule, use_sde=self.use_sde, **self.policy_kwargs
-        )
-        self.policy = self.policy.to(self.device)
+        self._setup_policy()
         self._maybe_recommend_cpu()
         if self.log_std_max is not None:
             log_std = getattr(self.policy, "log_std", None)
