@@ -51,6 +51,8 @@ LOAD_CASES = [
     ("adaptive_kl_ppo", "kwargs", dict(max_grad_norm=-0.5), r"max_grad_norm .* must be a finite number > 0, got -0.5"),
     ("online_dpo", "kwargs", dict(beta=-0.1), r"beta \(the DPO temperature\) must be a finite number > 0, got -0.1"),
     ("grpo", "kwargs", dict(beta=-0.1), r"beta must be a finite number >= 0"),
+    ("grpo", "kwargs", dict(kl_estimator="k4"), r"kl_estimator must be one of \('k1', 'k2', 'k3', 'k3\+'\), got 'k4'"),
+    ("grpo", "custom_objects", dict(top_entropy_quantile=0.0), r"top_entropy_quantile must be in \(0, 1\]"),
     ("exact_trpo", "kwargs", dict(target_kl=0.0), r"target_kl .* must be > 0, got 0.0"),
     ("reinforce", "custom_objects", dict(baseline_decay=1.0), r"baseline_decay must be in \[0, 1\), got 1.0"),
 ]
@@ -189,6 +191,19 @@ def test_the_terminal_reward_on_cartpole_has_no_signal_and_says_so(name):
     )
     with pytest.warns(UserWarning, match=r"no signal .*every trajectory scored 1 \(reward functions \['terminal_reward'\]"):
         model.learn(600)
+
+
+@pytest.mark.parametrize("name", ["grpo", "online_dpo"])
+def test_a_solved_survival_task_is_not_called_a_reward_without_signal(name):
+    # every episode runs to the 5-step time limit (CartPole cannot fall sooner) and scores 5: the groups compare
+    # equal because the task is solved, which is no reason to blame the reward functions
+    env = DummyVecEnv([lambda: gym.make("CartPole-v1", max_episode_steps=5) for _ in range(2)])
+    model = CLASSES[name]("MlpPolicy", env, n_steps=16, group_size=2, seed=0, device="cpu")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.learn(400)
+    assert model.rollout_buffer.stats["train/zero_std_group_fraction"] == 1
+    assert not [w for w in record if "no signal" in str(w.message)]
 
 
 def test_grpo_on_the_arithmetic_env_scored_by_its_zero_env_reward_says_which_reward_functions_to_pass():

@@ -52,6 +52,16 @@ NUMBER_TYPES = (int, float, np.integer, np.floating)
 NO_SIGNAL_ROLLOUTS = 3
 
 
+def _every_episode_held_to_the_limit(scored: ScoredRollout) -> bool:
+    """Every trajectory ran to its time limit with the same env return: a solved survival task (CartPole at 500),
+    whose groups compare equal because there is nothing left to learn, not because the reward misses the policy."""
+    trajectories = scored.trajectories
+    if not trajectories or not all(t.truncated and not t.terminated for t in trajectories):
+        return False
+    returns = [float(np.sum(t.rewards)) for t in trajectories]
+    return max(returns) == min(returns)
+
+
 class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     """
     The shared base of the group-sampling algorithms (see the module docstring); not an algorithm by itself.
@@ -381,7 +391,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 return self._stopped_in_rollout()
             scored = scored_round
             stats = rollout_stats(scored)
-            self._no_signal_rollouts = self._no_signal_rollouts + 1 if stats["train/zero_std_group_fraction"] == 1 else 0
+            no_spread = stats["train/zero_std_group_fraction"] == 1 and not _every_episode_held_to_the_limit(scored)
+            self._no_signal_rollouts = self._no_signal_rollouts + 1 if no_spread else 0
             if self._no_signal_rollouts >= NO_SIGNAL_ROLLOUTS:
                 self._warn_no_signal(scored)
         extra: dict[str, float] | None = None
