@@ -34,7 +34,12 @@ from sb3_grpo.common.base_class import AlgorithmMixin, loading
 from sb3_grpo.common.groups.branching import BranchingCollector, branching_problem, check_snapshots
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import GroupRolloutCollector, GroupSettings, SeedState
-from sb3_grpo.common.groups.dynamic_sampling import concatenate_rounds, informative_trajectories, select_trajectories
+from sb3_grpo.common.groups.dynamic_sampling import (
+    every_episode_held_to_the_limit,
+    no_signal_message,
+    sample_informative,
+    sampling_rounds_message,
+)
 from sb3_grpo.common.groups.env_hooks import install_group_reset, is_group_reset_class
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
@@ -50,16 +55,6 @@ NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 #: Rollouts in a row in which no group has any spread before GRPO and OnlineDPO warn that training has no signal.
 NO_SIGNAL_ROLLOUTS = 3
-
-
-def _every_episode_held_to_the_limit(scored: ScoredRollout) -> bool:
-    """Every trajectory ran to its time limit with the same env return: a solved survival task (CartPole at 500),
-    whose groups compare equal because there is nothing left to learn, not because the reward misses the policy."""
-    trajectories = scored.trajectories
-    if not trajectories or not all(t.truncated and not t.terminated for t in trajectories):
-        return False
-    returns = [float(np.sum(t.rewards)) for t in trajectories]
-    return max(returns) == min(returns)
 
 
 class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
@@ -391,7 +386,7 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 return self._stopped_in_rollout()
             scored = scored_round
             stats = rollout_stats(scored)
-            no_spread = stats["train/zero_std_group_fraction"] == 1 and not _every_episode_held_to_the_limit(scored)
+            no_spread = stats["train/zero_std_group_fraction"] == 1 and not every_episode_held_to_the_limit(scored)
             self._no_signal_rollouts = self._no_signal_rollouts + 1 if no_spread else 0
             if self._no_signal_rollouts >= NO_SIGNAL_ROLLOUTS:
                 self._warn_no_signal(scored)
@@ -518,98 +513,35 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
 
     def _warn_no_signal(self, scored: ScoredRollout) -> None:
         """Say, once per ``learn``, that in :data:`NO_SIGNAL_ROLLOUTS` rollouts in a row every group scored all its
-        members alike: every advantage is 0 and the updates leave the policy as it is (``train/zero_std_group_fraction``
-        logs the fraction every rollout). One such rollout is common early in a task with rare successes; several in
-        a row mostly mean reward functions that do not see what the policy does.
-        """
+        members alike (:func:`~sb3_grpo.common.groups.dynamic_sampling.no_signal_message`)."""
         if self._no_signal_warned:
             return
         self._no_signal_warned = True
         names = [name for name, _ in self._reward_combiner.functions]
-        outcomes = np.unique(scored.outcomes)
-        alike = f"every trajectory scored {outcomes[0]:g}" if len(outcomes) == 1 else "each group scored all its members alike"
-        warnings.warn(
-            f"{self._algorithm_name}: no signal in the last {self._no_signal_rollouts} rollouts: {alike} (reward "
-            f"functions {names}, this rollout), so every group's members compare equal and the updates change nothing. "
-            "The likely cause: reward functions that do not "
-            "depend on what the policy does, e.g. 'episodic_return' on an env whose own reward is always 0 (such as "
-            "sb3_grpo/Arithmetic-v0: leave reward_functions=None for the verifiable rewards it declares, or pass "
-            "them, reward_functions=['arithmetic_exact_match']), or a "
-            "reward that is the same for every episode (a constant, 'terminal_reward' on CartPole-v1). With a rare "
-            "success, raise group_size or use dynamic_sampling=True. Warned once per learn(); "
-            "train/zero_std_group_fraction logs the fraction of groups without spread every rollout.",
-            stacklevel=3,
-        )
+        warnings.warn(no_signal_message(self._algorithm_name, self._no_signal_rollouts, scored, names), stacklevel=3)
 
     def _sample_informative(
         self, collector: GroupRolloutCollector, callback: BaseCallback, n_rollout_steps: int
     ) -> tuple[ScoredRollout, dict[str, float]] | None:
-        """Dynamic sampling (:mod:`sb3_grpo.common.groups.dynamic_sampling`): rounds of groups until the informative
-        ones fill the rollout or ``max_sampling_rounds`` rounds ran; the informative groups, and the statistics.
-
-        The rollout wants ``groups_per_rollout`` informative groups, else ``n_steps * n_envs`` steps of them; each
-        round after the first samples what is still missing. Running out of rounds warns once per ``learn`` and
-        trains on the informative groups there are (none: no update).
-        """
-        n_envs = collector.n_envs
-        target_steps = n_rollout_steps * n_envs
-        parts: list[ScoredRollout] = []
-        outcomes: list[np.ndarray] = []
-        group_ids: list[np.ndarray] = []
-        n_sampled_groups = kept_groups = kept_steps = rounds = 0
-        steps, groups = n_rollout_steps, None
-        while rounds < self.max_sampling_rounds:
-            scored_round = self._collect_round(collector, callback, steps, max_groups=groups)
-            if scored_round is None:
-                return None
-            scored = scored_round
-            rounds += 1
-            scored.group_ids = scored.group_ids + n_sampled_groups  # distinct across rounds
-            n_sampled_groups += scored.n_groups
-            outcomes.append(scored.outcomes)
-            group_ids.append(scored.group_ids)
-            keep = informative_trajectories(scored.group_ids, scored.outcomes)
-            part = select_trajectories(scored, keep)
-            parts.append(part)
-            kept_groups += part.n_groups
-            kept_steps += part.n_steps
-            if self.groups_per_rollout:
-                if kept_groups >= self.groups_per_rollout:
-                    break
-                groups = self.groups_per_rollout - kept_groups
-            else:
-                if kept_steps >= target_steps:
-                    break
-                steps = -(-(target_steps - kept_steps) // n_envs)
-        else:
-            self._warn_sampling_rounds(kept_groups, kept_steps, target_steps, n_sampled_groups)
-        batch = concatenate_rounds(parts)
-        all_outcomes, all_group_ids = np.concatenate(outcomes), np.concatenate(group_ids)
-        stats = rollout_stats(batch, all_outcomes, all_group_ids)
-        stats["rollout/informative_group_fraction"] = kept_groups / max(n_sampled_groups, 1)
-        stats["rollout/sampling_rounds"] = rounds
+        """Dynamic sampling (:func:`~sb3_grpo.common.groups.dynamic_sampling.sample_informative`), warning once per
+        ``learn`` when it runs out of rounds before the rollout is full."""
+        sampled = sample_informative(
+            lambda steps, groups: self._collect_round(collector, callback, steps, max_groups=groups),
+            n_envs=collector.n_envs,
+            n_rollout_steps=n_rollout_steps,
+            groups_per_rollout=self.groups_per_rollout,
+            max_rounds=self.max_sampling_rounds,
+        )
+        if sampled is None:
+            return None
+        batch, stats, shortfall = sampled
+        if shortfall is not None and not self._sampling_warned:
+            self._sampling_warned = True
+            message = sampling_rounds_message(
+                self._algorithm_name, self.max_sampling_rounds, self.groups_per_rollout, *shortfall
+            )
+            warnings.warn(message, stacklevel=2)
         return batch, stats
-
-    def _warn_sampling_rounds(self, kept_groups: int, kept_steps: int, target_steps: int, n_sampled: int) -> None:
-        """Say, once per ``learn``, that dynamic sampling ran out of rounds before the rollout was full."""
-        if self._sampling_warned:
-            return
-        self._sampling_warned = True
-        wanted = (
-            f"{self.groups_per_rollout} informative groups (groups_per_rollout)"
-            if self.groups_per_rollout
-            else f"{target_steps} steps of informative groups (n_steps * n_envs)"
-        )
-        held = f"{kept_groups} groups" + ("" if self.groups_per_rollout else f" ({kept_steps} steps)")
-        warnings.warn(
-            f"{self._algorithm_name}: dynamic_sampling ran max_sampling_rounds={self.max_sampling_rounds} rounds of groups "
-            f"and the rollout holds {held} of the {wanted} asked for: {n_sampled - kept_groups} of the {n_sampled} groups "
-            "sampled scored all their members equally (no signal) and were dropped. Training goes on with the "
-            "informative groups there are (no update where there are none). Raise max_sampling_rounds or group_size, "
-            "or give the reward functions finer scores. Warned once per learn(); "
-            "rollout/informative_group_fraction logs the fraction every rollout.",
-            stacklevel=2,
-        )
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """Save the model (see SB3's ``save``). A save made during a rollout (e.g. by ``CheckpointCallback``) stores

@@ -11,14 +11,23 @@ which trajectories belong to informative groups, the selection and the concatena
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from sb3_grpo.common.advantages import group_index, grouped_mean_std
-from sb3_grpo.common.groups.trajectories import ScoredRollout
+from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats
 
-__all__ = ["concatenate_rounds", "informative_trajectories", "select_trajectories"]
+__all__ = [
+    "concatenate_rounds",
+    "every_episode_held_to_the_limit",
+    "informative_trajectories",
+    "no_signal_message",
+    "sample_informative",
+    "sampling_rounds_message",
+    "select_trajectories",
+]
 
 
 def informative_trajectories(group_ids: np.ndarray, outcomes: np.ndarray) -> np.ndarray:
@@ -78,4 +87,114 @@ def concatenate_rounds(parts: list[ScoredRollout]) -> ScoredRollout:
         streams=[[r for p in parts for r in p.streams[k]] for k in range(len(first.streams))],
         n_env_steps=sum(p.n_env_steps for p in parts),
         n_groups=len(np.unique(group_ids)),
+    )
+
+
+def sample_informative(
+    collect_round: Callable[[int, int | None], ScoredRollout | None],
+    n_envs: int,
+    n_rollout_steps: int,
+    groups_per_rollout: int | None,
+    max_rounds: int,
+) -> tuple[ScoredRollout, dict[str, float], tuple[int, int, int, int] | None] | None:
+    """Rounds of groups until the informative ones fill the rollout or ``max_rounds`` rounds ran.
+
+    The rollout wants ``groups_per_rollout`` informative groups, else ``n_rollout_steps * n_envs`` steps of them;
+    each round after the first samples what is still missing.
+
+    :param collect_round: ``collect_round(steps, groups)`` collects and scores one round (``steps`` per env, or
+        ``groups`` groups when not ``None``); ``None`` when a callback stopped training.
+    :return: ``None`` when training was stopped; else the informative groups, the rollout statistics, and, when the
+        rounds ran out before the rollout was full, ``(kept_groups, kept_steps, target_steps, n_sampled_groups)``
+        (else ``None``).
+    """
+    target_steps = n_rollout_steps * n_envs
+    parts: list[ScoredRollout] = []
+    outcomes: list[np.ndarray] = []
+    group_ids: list[np.ndarray] = []
+    n_sampled_groups = kept_groups = kept_steps = rounds = 0
+    steps, groups = n_rollout_steps, None
+    shortfall: tuple[int, int, int, int] | None = None
+    while rounds < max_rounds:
+        scored = collect_round(steps, groups)
+        if scored is None:
+            return None
+        rounds += 1
+        scored.group_ids = scored.group_ids + n_sampled_groups  # distinct across rounds
+        n_sampled_groups += scored.n_groups
+        outcomes.append(scored.outcomes)
+        group_ids.append(scored.group_ids)
+        part = select_trajectories(scored, informative_trajectories(scored.group_ids, scored.outcomes))
+        parts.append(part)
+        kept_groups += part.n_groups
+        kept_steps += part.n_steps
+        if groups_per_rollout:
+            if kept_groups >= groups_per_rollout:
+                break
+            groups = groups_per_rollout - kept_groups
+        else:
+            if kept_steps >= target_steps:
+                break
+            steps = -(-(target_steps - kept_steps) // n_envs)
+    else:
+        shortfall = (kept_groups, kept_steps, target_steps, n_sampled_groups)
+    batch = concatenate_rounds(parts)
+    stats = rollout_stats(batch, np.concatenate(outcomes), np.concatenate(group_ids))
+    stats["rollout/informative_group_fraction"] = kept_groups / max(n_sampled_groups, 1)
+    stats["rollout/sampling_rounds"] = rounds
+    return batch, stats, shortfall
+
+
+def sampling_rounds_message(
+    algorithm: str,
+    max_rounds: int,
+    groups_per_rollout: int | None,
+    kept_groups: int,
+    kept_steps: int,
+    target_steps: int,
+    n_sampled: int,
+) -> str:
+    """What to say when dynamic sampling ran out of rounds before the rollout was full."""
+    wanted = (
+        f"{groups_per_rollout} informative groups (groups_per_rollout)"
+        if groups_per_rollout
+        else f"{target_steps} steps of informative groups (n_steps * n_envs)"
+    )
+    held = f"{kept_groups} groups" + ("" if groups_per_rollout else f" ({kept_steps} steps)")
+    return (
+        f"{algorithm}: dynamic_sampling ran max_sampling_rounds={max_rounds} rounds of groups "
+        f"and the rollout holds {held} of the {wanted} asked for: {n_sampled - kept_groups} of the {n_sampled} groups "
+        "sampled scored all their members equally (no signal) and were dropped. Training goes on with the "
+        "informative groups there are (no update where there are none). Raise max_sampling_rounds or group_size, "
+        "or give the reward functions finer scores. Warned once per learn(); "
+        "rollout/informative_group_fraction logs the fraction every rollout."
+    )
+
+
+def every_episode_held_to_the_limit(scored: ScoredRollout) -> bool:
+    """Every trajectory ran to its time limit with the same env return: a solved survival task (CartPole at 500),
+    whose groups compare equal because there is nothing left to learn, not because the reward misses the policy."""
+    trajectories = scored.trajectories
+    if not trajectories or not all(t.truncated and not t.terminated for t in trajectories):
+        return False
+    returns = [float(np.sum(t.rewards)) for t in trajectories]
+    return max(returns) == min(returns)
+
+
+def no_signal_message(algorithm: str, n_rollouts: int, scored: ScoredRollout, reward_functions: list[str]) -> str:
+    """What to say when ``n_rollouts`` rollouts in a row had no group with any spread: every advantage is 0 and the
+    updates leave the policy as it is. One such rollout is common early in a task with rare successes; several in a
+    row mostly mean reward functions that do not see what the policy does."""
+    outcomes = np.unique(scored.outcomes)
+    alike = f"every trajectory scored {outcomes[0]:g}" if len(outcomes) == 1 else "each group scored all its members alike"
+    return (
+        f"{algorithm}: no signal in the last {n_rollouts} rollouts: {alike} (reward "
+        f"functions {reward_functions}, this rollout), so every group's members compare equal and the updates change "
+        "nothing. The likely cause: reward functions that do not "
+        "depend on what the policy does, e.g. 'episodic_return' on an env whose own reward is always 0 (such as "
+        "sb3_grpo/Arithmetic-v0: leave reward_functions=None for the verifiable rewards it declares, or pass "
+        "them, reward_functions=['arithmetic_exact_match']), or a "
+        "reward that is the same for every episode (a constant, 'terminal_reward' on CartPole-v1). With a rare "
+        "success, raise group_size or use dynamic_sampling=True. Warned once per learn(); "
+        "train/zero_std_group_fraction logs the fraction of groups without spread every rollout."
     )
