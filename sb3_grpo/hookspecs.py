@@ -2,7 +2,7 @@
 Hook specifications of sb3_grpo.
 
 A plugin is any module or object holding functions decorated with :data:`hookimpl` whose names match
-the hooks below. Built-in estimators and reward functions are registered through these very hooks
+the hooks below. Built-in estimators, reward functions and policy losses are registered through these very hooks
 (``sb3_grpo/default_plugins/``); third-party distributions declare an entry point in the ``sb3_grpo``
 group whose value is the module holding the ``@hookimpl`` functions::
 
@@ -165,4 +165,52 @@ def register_state_snapshots(register: Callable[[str, Any], None]) -> None:
         @hookimpl
         def register_state_snapshots(register):
             register("grid_world", GridWorldSnapshot)
+    """
+
+
+# -------------------------------------------------------------------------
+# Policy losses
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def register_policy_losses(register: Callable[[str, Any], None]) -> None:
+    """Register policy losses: GRPO's per-step objective (``GRPO(..., policy_loss="name")``).
+
+    Called once per process, the first time a policy loss name is looked up or listed
+    (:func:`sb3_grpo.get_policy_loss`, :func:`sb3_grpo.available_policy_losses`, or GRPO constructed with a name).
+
+    :param register: call ``register(name, loss_class)`` for each loss. ``loss_class`` is a subclass of
+        :class:`sb3_grpo.PolicyLoss` (or any class, or factory, whose instances have a ``compute(inputs)`` method and a
+        boolean ``by_trajectory``). It is instantiated with GRPO's ``policy_loss_kwargs``. ``compute`` receives the
+        minibatch as :class:`sb3_grpo.PolicyLossInputs` (the differentiable log-probabilities, the behaviour and
+        reference log-probabilities, the advantages, the aggregation weights, each step's trajectory, the clip ranges
+        of this update, the entropy) and returns :class:`sb3_grpo.PolicyLossOutputs`: the loss of every step (GRPO
+        minimises ``sum(weights * per_step)`` and adds its KL penalty and entropy bonus), the probability ratios its
+        clip diagnostics read, and statistics of its own, logged as ``train/<name>``. ``by_trajectory = True`` makes
+        minibatches keep whole trajectories (for trajectory-level ratios).
+
+    A wrong signature (``compute`` must take exactly one argument), an abstract class or a ``by_trajectory`` that is
+    not a bool is an error at registration time, naming your plugin.
+
+    Example::
+
+        import torch as th
+        from sb3_grpo import PolicyLoss, PolicyLossOutputs, hookimpl
+
+        class TruncatedPG(PolicyLoss):
+            # -min(r, cap) A per step: the ratio capped at cap, no lower clip
+
+            def __init__(self, cap: float = 2.0):
+                self.cap = cap
+
+            def compute(self, inputs):
+                ratio = th.exp(inputs.log_prob - inputs.old_log_prob)
+                per_step = -th.clamp(ratio, max=self.cap) * inputs.advantages
+                capped = float((ratio > self.cap).float().mean())
+                return PolicyLossOutputs(per_step=per_step, ratio=ratio, stats={"cap_fraction": capped})
+
+        @hookimpl
+        def register_policy_losses(register):
+            register("truncated_pg", TruncatedPG)
     """

@@ -3,7 +3,7 @@ What the objects that plugins register must be: the checks the registries of :mo
 
 The bottom layer with :mod:`sb3_grpo.hookspecs` (it imports nothing else of sb3_grpo): the plugin manager checks
 what a hook registers with these functions, and the interfaces in :mod:`sb3_grpo.common` (advantage estimators,
-reward functions, state snapshotters) build on the same definitions.
+reward functions, state snapshotters, policy losses) build on the same definitions.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ from typing import Any
 __all__ = [
     "ESTIMATOR_CONTRACT",
     "NEEDS",
+    "POLICY_LOSS_CONTRACT",
     "RewardFunctionError",
+    "check_by_trajectory",
     "check_estimator",
+    "check_policy_loss",
     "check_requires",
     "check_reward_function",
     "check_reward_function_signature",
     "check_snapshotter",
     "function_name",
     "is_estimator_instance",
+    "is_policy_loss_instance",
 ]
 
 #: What an estimator may need, with the words used in error messages.
@@ -156,6 +160,88 @@ def _check_factory(name: str, factory: Any, plugin: str) -> None:
             f"{ESTIMATOR_CONTRACT}."
         )
     check_estimator(name, produced, plugin)
+
+
+#: What a policy loss must be, for messages.
+POLICY_LOSS_CONTRACT = (
+    "a policy loss is a class whose instances have a method compute(inputs) taking the PolicyLossInputs and a boolean "
+    "class attribute by_trajectory (e.g. a subclass of sb3_grpo.PolicyLoss), an instance of such a class, or a factory "
+    "function that returns such an instance (called with the policy_loss_kwargs as keyword arguments, each with a "
+    "default)"
+)
+
+
+def is_policy_loss_instance(obj: Any) -> bool:
+    return not isinstance(obj, type) and callable(getattr(obj, "compute", None))
+
+
+def _check_compute_signature(obj: Any, what: str) -> None:
+    """``compute`` must take exactly one argument (besides ``self`` on a class)."""
+    try:
+        signature = inspect.signature(obj.compute)
+    except (TypeError, ValueError):
+        return  # no signature to read: checked when it is called
+    params = list(signature.parameters.values())
+    if isinstance(obj, type) and params and params[0].name == "self":
+        params = params[1:]
+    required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not (len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))):
+        raise TypeError(f"compute must take exactly one argument (the {what}); its signature is compute{signature}")
+
+
+def check_policy_loss(name: str, obj: Any, plugin: str) -> None:
+    """A policy loss is a class (or factory) whose instances have ``compute(inputs)`` and a boolean ``by_trajectory``,
+    or such an instance. A factory (a function) is called once without arguments, and what it returns is checked."""
+    if not isinstance(obj, type) and not is_policy_loss_instance(obj):
+        if not callable(obj):
+            raise TypeError(
+                f"expected a PolicyLoss subclass or instance, got {obj!r} (a {type(obj).__name__}): {POLICY_LOSS_CONTRACT}"
+            )
+        label = getattr(obj, "__name__", type(obj).__name__)
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):
+            return  # no signature to read (a builtin): checked when it is called
+        required = [
+            p
+            for p in signature.parameters.values()
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if required:
+            raise TypeError(
+                f"{label}{signature} is a function with required arguments, not a policy loss: {POLICY_LOSS_CONTRACT}. A "
+                "function that computes the loss from the inputs belongs in the compute method of a PolicyLoss "
+                "subclass; register the class."
+            )
+        try:
+            produced = obj()
+        except Exception as exc:
+            raise TypeError(f"the factory {label}{signature} raised when called without arguments: {exc!r}") from exc
+        if not is_policy_loss_instance(produced):
+            raise TypeError(
+                f"{label} is a function that returns {produced!r} (a {type(produced).__name__}), not a policy loss: "
+                f"{POLICY_LOSS_CONTRACT}."
+            )
+        check_policy_loss(name, produced, plugin)
+        return
+    label = obj.__name__ if isinstance(obj, type) else type(obj).__name__
+    if not callable(getattr(obj, "compute", None)):
+        raise TypeError(f"{label} has no compute(inputs) method: {POLICY_LOSS_CONTRACT}")
+    if isinstance(obj, type) and inspect.isabstract(obj):
+        raise TypeError(f"{label} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
+    _check_compute_signature(obj, "PolicyLossInputs")
+    check_by_trajectory(label, getattr(obj, "by_trajectory", None))
+
+
+def check_by_trajectory(label: str, value: Any) -> None:
+    """``by_trajectory`` must be True or False (it decides how minibatches are cut)."""
+    if isinstance(value, property):
+        return  # set per instance: checked on the instance
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{label}.by_trajectory must be True (minibatches keep whole trajectories, for trajectory-level ratios) or "
+            f"False, got {value!r}: {POLICY_LOSS_CONTRACT}"
+        )
 
 
 def check_reward_function(name: str, obj: Any, plugin: str) -> None:

@@ -8,7 +8,7 @@ The plugin manager of sb3_grpo, and the registries it feeds.
   restricted with the environment variable ``SB3_GRPO_LOAD_PLUGINS``: unset loads every installed plugin; a
   comma-separated list of entry-point names loads only those; an empty string loads none (built-ins always load).
 - Objects can also be registered in-process (tests, notebooks): :func:`register_advantage_estimator`,
-  :func:`register_reward_function`, or a whole plugin object with :func:`register_plugin`.
+  :func:`register_reward_function`, :func:`register_policy_loss`, or a whole plugin object with :func:`register_plugin`.
 - A plugin that implements no hook (a function without ``@sb3_grpo.hookimpl``, another project's marker, or an
   entry point naming a module without the hooks) registers nothing: a :class:`PluginWarning` says so and why, at
   load or registration time. :func:`list_plugins` (and ``sb3-grpo plugins`` on the command line) shows what each
@@ -38,12 +38,16 @@ import pluggy
 
 from sb3_grpo import hookspecs
 from sb3_grpo.plugin_checks import (
+    POLICY_LOSS_CONTRACT,
+    check_by_trajectory,
     check_estimator,
+    check_policy_loss,
     check_requires,
     check_reward_function,
     check_reward_function_signature,
     check_snapshotter,
     is_estimator_instance,
+    is_policy_loss_instance,
 )
 
 __all__ = [
@@ -54,26 +58,32 @@ __all__ = [
     "PluginWarning",
     "UnknownNameError",
     "available_advantage_estimators",
+    "available_policy_losses",
     "available_reward_functions",
     "available_state_snapshots",
     "filter_note",
     "get_advantage_estimator",
+    "get_policy_loss",
     "get_reward_function",
     "list_plugins",
     "load_plugins",
     "plugin_source",
     "pm",
+    "policy_loss_plugin",
     "register_advantage_estimator",
     "register_plugin",
+    "register_policy_loss",
     "register_reward_function",
     "register_state_snapshot",
     "registered_advantage_estimators",
+    "registered_policy_losses",
     "registered_reward_functions",
     "registered_state_snapshotters",
     "reward_function_plugin",
     "skipped_plugins",
     "unregister_advantage_estimator",
     "unregister_plugin",
+    "unregister_policy_loss",
     "unregister_reward_function",
     "unregister_state_snapshot",
 ]
@@ -84,6 +94,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sb3_grpo.default_plugins.advantage_estimators",
     "sb3_grpo.default_plugins.reward_functions",
     "sb3_grpo.default_plugins.state_snapshots",
+    "sb3_grpo.default_plugins.policy_losses",
     "sb3_grpo.envs.arithmetic_rewards",
 )
 IN_PROCESS = "<in-process>"
@@ -634,7 +645,8 @@ _reward_functions = _Registry("reward function", "register_reward_functions", ch
 
 
 _snapshots = _Registry("state snapshotter", "register_state_snapshots", check_snapshotter)
-_REGISTRIES = (_estimators, _reward_functions, _snapshots)
+_policy_losses = _Registry("policy loss", "register_policy_losses", check_policy_loss)
+_REGISTRIES = (_estimators, _reward_functions, _snapshots, _policy_losses)
 
 
 # -------------------------------------------------------------------------
@@ -767,6 +779,81 @@ def registered_reward_functions() -> dict[str, Any]:
     return {name: entry.obj for name, entry in _reward_functions.entries.items()}
 
 
+def available_policy_losses() -> list[str]:
+    """Names of every registered policy loss (built-in, installed plugins, in-process)."""
+    return _policy_losses.names()
+
+
+def get_policy_loss(name_or_obj: Any, **kwargs: Any) -> Any:
+    """Resolve a policy loss and instantiate it.
+
+    :param name_or_obj: a registered name (``"clip"``, ``"gspo"``, ...), a policy loss class (or factory), or an
+        instance (returned as is).
+    :param kwargs: the loss's options (GRPO's ``policy_loss_kwargs``); not allowed with an instance.
+    :return: a policy loss instance with ``compute(inputs)`` and ``by_trajectory``.
+    :raises KeyError: for an unknown name, listing the names that exist.
+    :raises TypeError: for options the loss does not accept (naming the loss and the options it takes), or an object
+        that is not a policy loss.
+    """
+    plugin = None
+    if isinstance(name_or_obj, str):
+        entry = _policy_losses.lookup(name_or_obj)
+        factory, label, plugin = entry.obj, name_or_obj, entry.plugin
+    else:
+        factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
+        try:
+            check_policy_loss(label, name_or_obj, IN_PROCESS)
+        except TypeError as exc:
+            raise TypeError(f"Policy loss {label!r} is not usable: {exc}") from None
+    if is_policy_loss_instance(factory):
+        if kwargs:
+            raise TypeError(f"policy_loss_kwargs {sorted(kwargs)} cannot be applied to the policy loss instance {factory!r}.")
+        return _stamp(factory, name_or_obj, plugin)
+    try:
+        signature = inspect.signature(factory)
+        signature.bind(**kwargs)
+    except TypeError:
+        accepted = [p for p in inspect.signature(factory).parameters if p not in ("self", "args", "kwargs")]
+        raise TypeError(
+            f"Policy loss {label!r} does not accept policy_loss_kwargs {sorted(kwargs)}; it accepts: "
+            f"{', '.join(accepted) or '(no options)'}."
+        ) from None
+    except ValueError:
+        pass
+    loss = factory(**kwargs)
+    if not is_policy_loss_instance(loss):
+        raise TypeError(f"Policy loss {label!r} produced {loss!r}, which has no compute method: {POLICY_LOSS_CONTRACT}.")
+    try:
+        check_by_trajectory(label, getattr(loss, "by_trajectory", None))  # an instance may set it in __init__
+    except TypeError as exc:
+        raise TypeError(f"Policy loss {label!r}: {exc}") from None
+    return _stamp(loss, name_or_obj, plugin)
+
+
+def register_policy_loss(name: str, loss: Any, replace: bool = False) -> None:
+    """Register a policy loss class (or instance) under ``name`` in this process (tests, notebooks).
+
+    :param replace: shadow a loss of the same name from a plugin.
+    """
+    _policy_losses.register_local(name, loss, replace)
+
+
+def unregister_policy_loss(name: str) -> None:
+    """Remove a policy loss registered with :func:`register_policy_loss`."""
+    _policy_losses.unregister_local(name)
+
+
+def registered_policy_losses() -> dict[str, Any]:
+    """Every registered policy loss: name -> the registered class, factory or instance."""
+    return {name: entry.obj for name, entry in _policy_losses.entries.items()}
+
+
+def policy_loss_plugin(name: str) -> str | None:
+    """The plugin that registered the policy loss ``name`` (``None``: no plugin registers it)."""
+    entry = _policy_losses.entries.get(name)
+    return None if entry is None else entry.plugin
+
+
 def registered_state_snapshotters() -> dict[str, Any]:
     """Every registered state snapshotter, in registration order: name -> the registered class or instance."""
     return {name: entry.obj for name, entry in _snapshots.entries.items()}
@@ -798,6 +885,7 @@ def _reset_for_tests() -> None:
         _estimators._local.clear()
         _reward_functions._local.clear()
         _snapshots._local.clear()
+        _policy_losses._local.clear()
         for registry in _REGISTRIES:
             registry._warned.clear()
             registry.clashes = {}

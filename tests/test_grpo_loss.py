@@ -1,10 +1,35 @@
-"""GRPO's loss: hand-computed loss weights and step losses, trajectory-level ratios, the clipped gradient."""
+"""GRPO's loss: hand-computed loss weights and step losses, trajectory-level ratios, the clipped gradient, the KL
+penalty as GRPO adds it (every policy loss by hand: tests/test_policy_losses.py)."""
 
 import numpy as np
 import pytest
 import torch as th
 
-from sb3_grpo.grpo.loss import grpo_step_loss, trajectory_loss_weights
+import sb3_grpo
+from sb3_grpo import PolicyLossInputs
+from sb3_grpo.common.kl import kl_estimate
+from sb3_grpo.grpo.loss import trajectory_loss_weights
+
+
+def grpo_step_loss(new, old, adv, eps_low, eps_high, beta=0.0, ref_log_prob=None, trajectory=None, n_trajectories=0):
+    """The per-step loss GRPO minimises with the default loss, ``clip`` (``gspo`` with ``trajectory``), and the k3 KL
+    penalty it adds: ``(per_step, surrogate, ratio, kl)``."""
+    inputs = PolicyLossInputs(
+        log_prob=new,
+        old_log_prob=old,
+        advantages=adv,
+        weights=th.ones_like(adv),
+        trajectory=th.zeros_like(adv, dtype=th.long) if trajectory is None else trajectory,
+        n_trajectories=max(n_trajectories, 1),
+        clip_range_low=eps_low,
+        clip_range_high=eps_high,
+    )
+    outputs = sb3_grpo.get_policy_loss("clip" if trajectory is None else "gspo").compute(inputs)
+    per_step, kl = outputs.per_step, None
+    if ref_log_prob is not None:
+        kl = kl_estimate(ref_log_prob - new, "k3")
+        per_step = per_step + beta * kl
+    return per_step, -outputs.per_step, outputs.ratio, kl
 
 
 def test_loss_weights_by_hand():
@@ -30,14 +55,14 @@ def test_step_loss_by_hand():
     old = th.log(th.tensor([0.5, 0.5, 0.5, 0.5]))
     new = th.log(th.tensor([0.75, 0.25, 0.75, 0.55]))  # ratios 1.5, 0.5, 1.5, 1.1
     adv = th.tensor([1.0, -1.0, -1.0, 1.0])
-    per_step, surrogate, _, _, kl = grpo_step_loss(new, old, adv, eps_low=0.2, eps_high=0.3)
+    per_step, surrogate, _, kl = grpo_step_loss(new, old, adv, eps_low=0.2, eps_high=0.3)
     # min(rA, clip(r, 0.8, 1.3) A): 1.5*1 -> 1.3 ; 0.5*-1 -> min(-0.5, -0.8) = -0.8 ; 1.5*-1 -> -1.5 ; 1.1
     th.testing.assert_close(surrogate, th.tensor([1.3, -0.8, -1.5, 1.1]))
     th.testing.assert_close(per_step, -surrogate)
     assert kl is None
     # with a reference: + beta * (r - log r - 1), r = pi_ref / pi_theta
     ref = th.log(th.tensor([0.5, 0.5, 0.5, 0.5]))
-    per_step, _, _, _, kl = grpo_step_loss(new, old, adv, 0.2, 0.2, beta=0.1, ref_log_prob=ref)
+    per_step, _, _, kl = grpo_step_loss(new, old, adv, 0.2, 0.2, beta=0.1, ref_log_prob=ref)
     r = th.tensor([0.5 / 0.75, 0.5 / 0.25, 0.5 / 0.75, 0.5 / 0.55])
     th.testing.assert_close(kl, r - th.log(r) - 1)
     surrogate_sym = th.tensor([1.2, -0.8, -1.5, 1.1])
@@ -48,7 +73,7 @@ def test_trajectory_level_ratio_is_geometric_mean():
     old = th.zeros(5)
     new = th.tensor([0.1, 0.3, -0.2, 0.0, 0.4])
     trajectory = th.tensor([0, 0, 1, 1, 1])
-    _, _, ratio, _, _ = grpo_step_loss(new, old, th.ones(5), 10.0, 10.0, trajectory=trajectory, n_trajectories=2)
+    _, _, ratio, _ = grpo_step_loss(new, old, th.ones(5), 10.0, 10.0, trajectory=trajectory, n_trajectories=2)
     expected = th.exp(th.tensor([0.2, 0.2, 0.2 / 3, 0.2 / 3, 0.2 / 3]))
     th.testing.assert_close(ratio, expected)
 

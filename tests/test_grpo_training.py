@@ -66,15 +66,15 @@ def test_beta_zero_has_no_reference_policy_and_beta_keeps_the_initial_one():
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo"])
-@pytest.mark.parametrize("level", ["step", "trajectory"])
-def test_loss_variants_train(loss_type, level):
+@pytest.mark.parametrize("policy_loss", ["clip", "gspo"])
+def test_loss_variants_train(loss_type, policy_loss):
     model = GRPO(
         "MlpPolicy",
         "CartPole-v1",
         n_steps=64,
         group_size=4,
         loss_type=loss_type,
-        importance_sampling_level=level,
+        policy_loss=policy_loss,
         group_loss_scale="sqrt",
         clip_range_high=0.28,
         seed=0,

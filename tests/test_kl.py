@@ -128,6 +128,17 @@ def test_sampled_estimators_against_exact_kl(estimator, unbiased):
         assert (est >= 0).all()
 
 
+def test_k3_plus_by_hand():
+    """verl's straight-through "k3+": the value of k3, ``e^x - 1 - x``, bit for bit, and the gradient of k2,
+    ``d(x^2 / 2)/dx = x`` (k3's own would be ``e^x - 1``)."""
+    x = th.tensor([np.log(2.0), 0.0, np.log(0.5), -1.3], dtype=th.float64, requires_grad=True)
+    value = kl_estimate(x, "k3+")
+    assert th.equal(value.detach(), kl_estimate(x.detach(), "k3"))
+    np.testing.assert_allclose(value.detach().numpy(), [2 - np.log(2) - 1, 0.0, 0.5 - np.log(0.5) - 1, np.exp(-1.3) + 0.3])
+    value.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [np.log(2.0), 0.0, np.log(0.5), -1.3])
+
+
 def test_k3_formula_by_hand():
     # r = pi_ref / pi_theta = 2: k3 = r - log r - 1
     log_ratio = th.tensor([np.log(2.0), 0.0, np.log(0.5)], dtype=th.float32)

@@ -30,6 +30,12 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "grpo": [
         ("discrete", {}),
         ("box", dict(dynamic_sampling=True, clip_range_high=0.3, log_std_max=1.0, beta=0.1)),
+        # the policy losses' own statistics
+        ("discrete", dict(policy_loss_kwargs=dict(clip_ratio_c=3.0, delta=4.0))),
+        ("discrete", dict(policy_loss="cispo")),
+        ("discrete", dict(policy_loss="clip_cov")),
+        ("discrete", dict(policy_loss="kl_cov")),
+        ("discrete", dict(policy_loss="geo_mean")),
     ],
     "exact_trpo": [("discrete", {}), ("box", dict(fisher_subsample=4))],  # a subsampled exact solve is refined
     "adaptive_kl_ppo": [("discrete", {}), ("box", dict(clip_range=0.2, clip_range_vf=0.2))],

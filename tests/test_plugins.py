@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch as th
 
 import sb3_grpo
 from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, hookimpl, hookspecs
@@ -102,6 +103,27 @@ def test_hook_register_state_snapshots(fresh_plugins):
 def test_hook_register_reward_functions(fresh_plugins):
     sb3_grpo.register_plugin(RewardPlugin(), name="length-plugin")
     assert sb3_grpo.get_reward_function("length")(type("T", (), {"length": 7})()) == 7.0
+
+
+def test_hook_register_policy_losses(fresh_plugins):
+    """The hook's own example, run as written: the loss it registers trains GRPO by name, with its options."""
+    import textwrap
+    import types
+
+    doc = inspect.getdoc(hookspecs.register_policy_losses)
+    example = textwrap.dedent(doc.split("Example::", 1)[1])
+    module = types.ModuleType("truncated_pg_plugin")
+    exec(compile(example, "<register_policy_losses example>", "exec"), module.__dict__)
+    sb3_grpo.register_plugin(module, name="truncated-pg")
+    assert "truncated_pg" in sb3_grpo.available_policy_losses()
+    model = sb3_grpo.GRPO(
+        "MlpPolicy", "CartPole-v1", n_steps=32, group_size=4, policy_loss="truncated_pg", policy_loss_kwargs={"cap": 1.5},
+        seed=0, device="cpu",
+    )  # fmt: skip
+    model.learn(128)
+    assert model._policy_loss.cap == 1.5 and "train/cap_fraction" in model.logger.name_to_value
+    sb3_grpo.unregister_plugin("truncated-pg")
+    assert "truncated_pg" not in sb3_grpo.available_policy_losses()
 
 
 def test_unknown_name_lists_what_exists(fresh_plugins):
@@ -273,6 +295,25 @@ def test_example_plugin_found_by_entry_point(fresh_plugins):
     np.testing.assert_allclose(
         run_estimator(sb3_grpo.get_advantage_estimator("example_group_median"), inputs).advantages[0], [-1, 0, 4]
     )
+    # its policy loss: -min(r, cap) A, the ratio capped at cap (here 1.5): ratios 1.2, 2.0 and 0.5
+    assert "example_capped_ratio" in sb3_grpo.available_policy_losses()
+    loss = sb3_grpo.get_policy_loss("example_capped_ratio", cap=1.5)
+    log_prob = th.log(th.tensor([1.2, 2.0, 0.5])).requires_grad_(True)
+    outputs = loss.compute(
+        sb3_grpo.PolicyLossInputs(
+            log_prob=log_prob, old_log_prob=th.zeros(3), advantages=th.tensor([1.0, 1.0, -2.0]), weights=th.ones(3),
+            trajectory=th.zeros(3, dtype=th.long), n_trajectories=1, clip_range_low=0.2, clip_range_high=0.2,
+        )
+    )  # fmt: skip
+    th.testing.assert_close(outputs.per_step, th.tensor([-1.2, -1.5, 1.0]))
+    outputs.per_step.sum().backward()
+    th.testing.assert_close(log_prob.grad, th.tensor([-1.2, 0.0, 1.0]))  # no gradient where the cap holds
+    model = sb3_grpo.GRPO(
+        "MlpPolicy", "CartPole-v1", n_steps=32, group_size=4, policy_loss="example_capped_ratio",
+        policy_loss_kwargs={"cap": 1.5}, seed=0, device="cpu",
+    )  # fmt: skip
+    model.learn(128)
+    assert 0.0 <= model.logger.name_to_value["train/example_capped_fraction"] <= 1.0
 
 
 @needs_example

@@ -1,4 +1,4 @@
-"""``sb3-grpo new-plugin NAME``: the distribution it writes imports, registers its two names, passes its own tests and
+"""``sb3-grpo new-plugin NAME``: the distribution it writes imports, registers its three names, passes its own tests and
 lint as generated; a bad name or an existing folder is refused without writing anything."""
 
 import subprocess
@@ -23,7 +23,7 @@ def test_new_plugin_writes_a_distribution_whose_own_tests_pass(tmp_path, capsys)
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "3 passed" in result.stdout
+    assert "4 passed" in result.stdout
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(root)], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
 

@@ -275,6 +275,37 @@ def test_estimator_names_and_options_on_the_command_line(tmp_path):
     assert config["advantage_estimator"] == "group_mean" and config["advantage_kwargs"] == {"scale": "batch"}
 
 
+@pytest.mark.parametrize("written", ["{tau_pos: 2.0, tau_neg: 3.0}", '"dict(tau_pos=2.0, tau_neg=3.0)"'])
+def test_policy_loss_in_a_config(tmp_path, written):
+    """GRPO's policy loss and its options from a zoo file: a YAML mapping or a Python string, as advantage_kwargs."""
+    import argparse
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    register()
+    conf = tmp_path / "mine.yml"
+    conf.write_text(
+        "CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n"
+        f"  policy_loss: sapo\n  policy_loss_kwargs: {written}\n  kl_estimator: k3+\n  beta: 0.01\n"
+        "  top_entropy_quantile: 0.5\n"
+    )
+    manager = ExperimentManager(argparse.Namespace(), "grpo", "CartPole-v1", str(tmp_path / "logs"), config=str(conf))
+    model, _ = manager.setup_experiment()
+    loss = model._policy_loss
+    assert type(loss).__name__ == "SAPO" and (loss.tau_pos, loss.tau_neg) == (2.0, 3.0)
+    assert model.kl_estimator == "k3+" and model.top_entropy_quantile == 0.5
+
+
+def test_policy_loss_on_the_command_line(tmp_path):
+    """``-params``: a loss name and a KL estimator as bare words (k3+ too), the options as a Python dict."""
+    config = _train_and_enjoy(
+        tmp_path, "grpo", "CartPole-v1", "-n", 300, "-params", "n_steps:32", "policy_loss:clip",
+        "policy_loss_kwargs:dict(clip_ratio_c=3.0)", "kl_estimator:k3+", "beta:0.01",
+    )  # fmt: skip
+    assert config["policy_loss"] == "clip" and config["policy_loss_kwargs"] == {"clip_ratio_c": 3.0}
+    assert config["kl_estimator"] == "k3+"
+
+
 def test_clip_range_high_schedule_and_unclipped_adaptive_kl(tmp_path):
     """rl_zoo3 schedules only its own keys and refuses ``None``; registration teaches it ours."""
     config = _train_and_enjoy(

@@ -33,6 +33,7 @@ _EXPECTED = {
     "functions": "a reward function (a registered name or a callable of the Trajectory) or a list of them "
     "(e.g. ['episodic_return'])",
     "estimator": "a registered estimator name, an estimator class (or factory) or an estimator instance",
+    "policy_loss": "a registered policy loss name (e.g. 'clip'), a policy loss class (or factory) or a policy loss instance",
 }
 #: The kinds that hold several values: a string for one of them is a list (or dict) written in quotes.
 _CONTAINERS = ("dict", "numbers", "functions")
@@ -65,6 +66,8 @@ def _fits(value: Any, kind: str) -> bool:
         return isinstance(value, str) or callable(value)
     if kind == "estimator":
         return isinstance(value, str) or callable(value) or (hasattr(value, "compute") and hasattr(value, "requires"))
+    if kind == "policy_loss":
+        return isinstance(value, str) or callable(value) or callable(getattr(value, "compute", None))
     return isinstance(value, numbers.Real) or callable(value)  # "schedule"
 
 
@@ -74,8 +77,9 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
     :param algorithm: the algorithm's name, which starts the message.
     :param arguments: ``name -> (value, kind)``, kind one of ``"int"``, ``"float"`` (any real number),
         ``"schedule"`` (a real number or a callable), ``"dict"`` (options), ``"numbers"`` (a list of real numbers),
-        ``"functions"`` (reward functions: one name or callable, or a list of them) or ``"estimator"`` (a name, a
-        class or factory, or an instance), followed by ``"?"`` where ``None`` is accepted too.
+        ``"functions"`` (reward functions: one name or callable, or a list of them), ``"estimator"`` or
+        ``"policy_loss"`` (a name, a class or factory, or an instance), followed by ``"?"`` where ``None`` is accepted
+        too.
     """
     for name, (value, kind) in arguments.items():
         optional = kind.endswith("?")
@@ -94,7 +98,7 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
         elif kind in ("numbers", "functions") and _is_list(value):
             bad = [v for v in value if not _fits(v, "float" if kind == "numbers" else "function")]
             hint = f" These entries are not: {bad!r}." if bad else ""
-        elif isinstance(value, str) and kind not in ("estimator", "functions"):
+        elif isinstance(value, str) and kind not in ("estimator", "functions", "policy_loss"):
             hint = (
                 f" A number in quotes is a string: write {name}={value.strip()} (in a zoo YAML file or after -params, "
                 "without quotes)."

@@ -6,7 +6,12 @@ Sampled estimators of ``KL(p || q)`` from actions ``x ~ p`` take ``log_ratio = l
 
 - ``k1 = -log_ratio``: unbiased, high variance, can be negative;
 - ``k2 = log_ratio**2 / 2``: biased, low variance;
-- ``k3 = exp(log_ratio) - 1 - log_ratio``: unbiased and always >= 0 (GRPO's estimator).
+- ``k3 = exp(log_ratio) - 1 - log_ratio``: unbiased and always >= 0 (GRPO's estimator);
+- ``k3+``: the value of ``k3`` with the gradient of ``k2`` (a straight-through estimator, verl's ``kl_penalty="k3+"``
+  in ``verl/trainer/ppo/core_algos.py``): as a loss term its value estimates the KL without bias, and its gradient,
+  ``log_ratio`` times the gradient of ``log_ratio``, is ``(log p - log q)`` times the gradient of ``log p``, whose
+  expectation under ``p`` is the gradient of ``KL(p || q)`` in ``p``'s parameters (that of ``k1`` is zero in
+  expectation, that of ``k3`` is the gradient of the reverse ``KL(q || p)``).
 
 GRPO's penalty ``KL(pi_theta || pi_ref)`` uses ``log_ratio = log pi_ref(a) - log pi_theta(a)``:
 ``k3 = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``.
@@ -35,14 +40,14 @@ from torch.nn import functional as F
 
 __all__ = ["KL_ESTIMATORS", "distribution_parameters", "exact_kl", "kl_estimate", "supports_exact_kl"]
 
-KL_ESTIMATORS = ("k1", "k2", "k3")
+KL_ESTIMATORS = ("k1", "k2", "k3", "k3+")
 
 
 def kl_estimate(log_ratio: th.Tensor, estimator: str = "k3") -> th.Tensor:
     """Per-sample estimate of ``KL(p || q)`` from ``log_ratio = log q(x) - log p(x)`` with ``x ~ p``.
 
     :param log_ratio: any shape.
-    :param estimator: ``"k1"``, ``"k2"`` or ``"k3"``.
+    :param estimator: ``"k1"``, ``"k2"``, ``"k3"`` or ``"k3+"`` (the value of ``k3``, the gradient of ``k2``).
     :return: a tensor of the same shape.
     """
     if estimator == "k1":
@@ -51,6 +56,9 @@ def kl_estimate(log_ratio: th.Tensor, estimator: str = "k3") -> th.Tensor:
         return 0.5 * log_ratio**2
     if estimator == "k3":
         return th.expm1(log_ratio) - log_ratio
+    if estimator == "k3+":
+        k2 = 0.5 * log_ratio**2
+        return k2 - k2.detach() + (th.expm1(log_ratio) - log_ratio).detach()
     raise ValueError(f"Unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}.")
 
 

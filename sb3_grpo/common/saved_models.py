@@ -1,14 +1,14 @@
 """
 What a saved model file says about itself, read from its JSON before anything in it is unpickled.
 
-- ``save()`` records the class that saved the file, and the third-party plugins its advantage estimator and reward
-  functions come from, under :data:`SAVED_BY_KEY` (plain JSON in the archive's ``data``).
+- ``save()`` records the class that saved the file, and the third-party plugins its advantage estimator, reward
+  functions and policy loss come from, under :data:`SAVED_BY_KEY` (plain JSON in the archive's ``data``).
 - ``load()`` refuses a file saved by another algorithm, naming the class that saved it and the one to call (for
   files written before the record existed, the class is inferred from the saved settings and the policy class).
 - ``load()`` unpickles the saved objects itself, refusing any class from an installed plugin that
   ``SB3_GRPO_LOAD_PLUGINS`` leaves out (unpickling imports the plugin: its code would run despite the opt-out), and
-  turns a missing plugin (a module that cannot be imported, a reward function name nobody registers) into an error
-  that names the plugin and says how to go on.
+  turns a missing plugin (a module that cannot be imported, a reward function or policy loss name nobody registers)
+  into an error that names the plugin and says how to go on.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ POLICY_FOLDERS = {
 }
 SB3_ALGORITHMS = ("A2C", "DDPG", "DQN", "PPO", "SAC", "TD3")
 #: What a saved attribute holding a plugin's object is, for messages.
-DESCRIPTIONS = {"_estimator": "advantage estimator", "reward_functions": "reward functions"}
+DESCRIPTIONS = {"_estimator": "advantage estimator", "reward_functions": "reward functions", "policy_loss": "policy loss"}
 
 
 def algorithm_family(cls: type) -> str:
@@ -79,7 +79,7 @@ def _third_party(plugin: Any) -> bool:
 
 def saved_by_record(model: Any) -> dict[str, Any]:
     """The record ``save()`` stores: the class, the sb3_grpo version, and the third-party plugins of the model's
-    advantage estimator and reward functions (``[{"kind", "name", "plugin", "source"}]``)."""
+    advantage estimator, reward functions and policy loss (``[{"kind", "name", "plugin", "source"}]``)."""
     from sb3_grpo._version import __version__
     from sb3_grpo.plugins import plugin_source, reward_function_plugin
 
@@ -93,6 +93,11 @@ def saved_by_record(model: Any) -> dict[str, Any]:
         source = reward_function_plugin(name) if isinstance(name, str) else None
         if source is not None and _third_party(source):
             plugins.append({"kind": "reward function", "name": name, "plugin": source, "source": plugin_source(source)})
+    loss = model.__dict__.get("_policy_loss")
+    plugin = getattr(loss, "_registered_plugin", None)
+    if _third_party(plugin):
+        name = getattr(loss, "_registered_name", None)
+        plugins.append({"kind": "policy loss", "name": name, "plugin": plugin, "source": plugin_source(str(plugin))})
     return {
         "algorithm": algorithm_family(type(model)),
         "class": f"{type(model).__module__}.{type(model).__qualname__}",
@@ -292,11 +297,17 @@ def _plugin_words(plugin: str | None, source: str) -> str:
     return f" from the sb3_grpo plugin {plugin!r}" + (f" ({source})" if source and not source.startswith("<") else "")
 
 
+#: The saved arguments that name plugin objects (rather than pickle them), for the advice of load errors.
+_BY_NAME = {"reward_functions": "reward functions", "policy_loss": "policy loss"}
+
+
 def _replacement_value(key: str) -> str:
     if key in ("advantage_estimator", "baseline"):
         return "'<a registered estimator>'"
     if key == "reward_functions":
         return "['<a registered reward function>', ...]"
+    if key == "policy_loss":
+        return "'<a registered policy loss>'"
     if key.endswith("_kwargs"):
         return "{...}"
     return "<a replacement>"
@@ -316,7 +327,13 @@ def prepare_custom_objects(
         here (a plugin switched off or not installed, a module missing), by the constructor arguments they belong to,
         and saying how to go on.
     """
-    from sb3_grpo.plugins import LOAD_PLUGINS_ENV, PluginError, available_reward_functions, filter_note
+    from sb3_grpo.plugins import (
+        LOAD_PLUGINS_ENV,
+        PluginError,
+        available_policy_losses,
+        available_reward_functions,
+        filter_note,
+    )
 
     given = dict(custom_objects or {})
     out = dict(given)
@@ -382,6 +399,14 @@ def prepare_custom_objects(
                 "when training, one per saved function)"
             )
             reward_note = filter_note()
+    loss = out.get("policy_loss", data.get("policy_loss"))
+    if isinstance(loss, str) and loss not in (available := set(available_policy_losses())):
+        recorded = _recorded_plugins(data, "policy loss")
+        problems.setdefault("policy_loss", []).append(
+            f"it trains with the policy loss {loss!r}{_plugin_words(*recorded.get(loss, (None, '')))}, which no loaded "
+            f"plugin provides (available: {', '.join(sorted(available))})"
+        )
+        reward_note = filter_note()
     if problems:
         lines = "".join(f"\n  - {key}: {'; '.join(texts)}" for key, texts in problems.items())
         todo = []
@@ -393,8 +418,9 @@ def prepare_custom_objects(
             )
         if switched_off:
             todo.append(f"add {', '.join(map(repr, switched_off))} to {LOAD_PLUGINS_ENV} (or unset it)")
-        if "reward_functions" in problems and not (modules or switched_off):
-            todo.append("install or enable the plugin that provides the reward functions")
+        named = [what for key, what in _BY_NAME.items() if key in problems]
+        if named and not (modules or switched_off):
+            todo.append(f"install or enable the plugin that provides the {' and the '.join(named)}")
         replacements = ", ".join(f"{key!r}: {_replacement_value(key)}" for key in problems)
         todo.append(f"pass replacements for all of them: {cls.__name__}.load(path, custom_objects={{{replacements}}})")
         raise PluginError(

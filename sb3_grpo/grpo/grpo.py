@@ -19,12 +19,30 @@ from sb3_grpo.common.groups.algorithm import NUMBER_TYPES, GroupSamplingAlgorith
 from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import NonReproducibleResetError
 from sb3_grpo.common.groups.trajectories import ScoredRollout
-from sb3_grpo.common.kl import kl_estimate
+from sb3_grpo.common.kl import KL_ESTIMATORS, kl_estimate
 from sb3_grpo.common.policies import ActorPolicy
+from sb3_grpo.common.policy_losses import PolicyLossInputs, policy_loss_name, run_policy_loss
 from sb3_grpo.grpo.batch import build_batch
-from sb3_grpo.grpo.loss import GROUP_LOSS_SCALES, IMPORTANCE_SAMPLING_LEVELS, LOSS_TYPES, grpo_step_loss, ratio_statistics
+from sb3_grpo.grpo.loss import (
+    GROUP_LOSS_SCALES,
+    IMPORTANCE_SAMPLING_LEVELS,
+    LOSS_TYPES,
+    entropy_mask,
+    ratio_statistics,
+)
+from sb3_grpo.plugins import get_policy_loss
 
-__all__ = ["GRPO", "NonReproducibleResetError"]
+__all__ = ["GRPO", "GRPO_TRAIN_KEYS", "NonReproducibleResetError"]
+
+#: The ``train/`` keys GRPO records itself (a policy loss's statistics may not take these names).
+GRPO_TRAIN_KEYS = frozenset(
+    f"train/{key}"
+    for key in (
+        "policy_gradient_loss", "entropy_loss", "approx_kl", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
+        "importance_ess", "kl_ref", "loss", "clip_range", "clip_range_high", "std", "log_std_max", "n_updates",
+        "learning_rate", "group_reward_std", "zero_std_group_fraction",
+    )
+)  # fmt: skip
 
 
 class GRPO(GroupSamplingAlgorithm):
@@ -37,10 +55,10 @@ class GRPO(GroupSamplingAlgorithm):
     (default ``group_auto``: where every trajectory is rewarded on its last step only, DeepSeekMath's
     ``group_zscore``, ``(R_i - mean_group) / std_group`` on every step; otherwise ``group_step_baseline``, at every
     step the member's discounted reward-to-go minus the mean of the other members' at the same step, divided by the
-    batch's standard deviation). The loss per step is the clipped
-    surrogate ``min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = pi_theta / pi_old``, minus
-    ``beta * KL_k3(pi_theta || pi_ref)`` with ``KL_k3 = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``, averaged as
-    ``loss_type`` says.
+    batch's standard deviation). The loss per step is the policy loss (``policy_loss``, default the clipped
+    surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = pi_theta / pi_old``), plus
+    ``beta * KL(pi_theta || pi_ref)`` estimated with ``kl_estimator`` (default k3,
+    ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``), minus the entropy bonus, averaged as ``loss_type`` says.
 
     :param policy: the policy model (``MlpPolicy``, ``CnnPolicy``, ``MultiInputPolicy``): actor only.
     :param env: the environment (a registered id, a Gymnasium env or a VecEnv: DummyVecEnv or SubprocVecEnv,
@@ -67,14 +85,32 @@ class GRPO(GroupSamplingAlgorithm):
         (no copy, no forward pass).
     :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` copies the current policy
         into the reference every ``k`` updates (one update = one call of ``train``).
-    :param loss_type: how the per-step losses are averaged: ``"grpo"`` (mean over each trajectory's steps, then
-        over trajectories), ``"bnpo"`` / ``"dapo"`` (mean over all steps of the batch), ``"dr_grpo"`` (sum over
-        steps divided by ``M * C``, with M trajectories and C the env's ``max_episode_steps``, else the longest
-        trajectory of the first batch).
+    :param loss_type: how the per-step losses are aggregated into the batch loss (for every ``policy_loss``):
+        ``"grpo"`` (mean over each trajectory's steps, then over trajectories: verl's ``loss_agg_mode``
+        ``"seq-mean-token-mean"``), ``"bnpo"`` / ``"dapo"`` (mean over all steps of the batch: verl's
+        ``"token-mean"``), ``"dr_grpo"`` (sum over steps divided by ``M * C``, with M trajectories and C the env's
+        ``max_episode_steps``, else the longest trajectory of the first batch: verl's ``"seq-mean-token-sum-norm"``).
     :param group_loss_scale: ``"mean"`` divides each group's summed loss by G; ``"sqrt"`` by sqrt(G) (so the
         signal of large groups does not shrink).
-    :param importance_sampling_level: ``"step"`` (a ratio per step) or ``"trajectory"`` (GSPO: one ratio per
-        trajectory, ``exp(mean_t log r_t)``; minibatches then hold whole trajectories).
+    :param importance_sampling_level: deprecated: ``"trajectory"`` is ``policy_loss="gspo"`` (GSPO: one ratio per
+        trajectory, ``exp(mean_t log r_t)``; minibatches then hold whole trajectories), with the same numbers, and
+        warns; ``"step"`` (default): the ratios of ``policy_loss``.
+    :param policy_loss: the per-step objective: a registered policy loss name, a :class:`~sb3_grpo.PolicyLoss` class
+        (or factory) or instance. Built-in: ``"clip"`` (default, the clipped surrogate; options ``clip_ratio_c``,
+        verl's dual clip, and ``delta``, INTELLECT-2's upper clip), ``"gspo"``, ``"cispo"``, ``"sapo"``, ``"gpg"``,
+        ``"clip_cov"``, ``"kl_cov"``, ``"geo_mean"``; each with its formula and source in the built-ins page. Plugins
+        add others (the ``register_policy_losses`` hook).
+    :param policy_loss_kwargs: the options of the policy loss (keyword arguments of its constructor).
+    :param kl_estimator: the estimator of the KL penalty to the reference (with ``beta > 0``), from
+        ``log_ratio = log pi_ref - log pi_theta`` on the batch's actions: ``"k1"`` (``-log_ratio``), ``"k2"``
+        (``log_ratio**2 / 2``), ``"k3"`` (default, ``exp(log_ratio) - 1 - log_ratio``), ``"k3+"`` (the value of k3 with
+        the gradient of k2, verl's straight-through estimator, whose gradient is the KL's in expectation).
+    :param top_entropy_quantile: train the policy loss only on the steps of each minibatch whose policy entropy is in
+        the top ``top_entropy_quantile`` share (TRL's ``top_entropy_quantile``, "Beyond the 80/20 rule",
+        arXiv:2506.01939, recommends 0.2): the other steps' weights are zeroed before the policy loss sees them (the
+        KL penalty and the entropy bonus still act on every step). A number in ``(0, 1]``; ``None`` (default): every
+        step. Where the action distribution has no closed-form entropy (a squashed Gaussian), ``-log pi`` of the
+        sampled action stands in for it.
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``.
         ``None`` (default): the reward functions the env declares in ``env.metadata["reward_functions"]`` (the
         question-answer envs declare their verifiable rewards), else ``["episodic_return"]``, the env's own return.
@@ -178,6 +214,10 @@ class GRPO(GroupSamplingAlgorithm):
         loss_type: str = "bnpo",
         group_loss_scale: str = "mean",
         importance_sampling_level: str = "step",
+        policy_loss: Any = "clip",
+        policy_loss_kwargs: dict[str, Any] | None = None,
+        kl_estimator: str = "k3",
+        top_entropy_quantile: float | None = None,
         reward_functions: Sequence[str | Callable] | str | Callable | None = None,
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
@@ -215,8 +255,18 @@ class GRPO(GroupSamplingAlgorithm):
                 ref_update_interval=(ref_update_interval, "int?"),
                 target_kl=(target_kl, "float?"),
                 advantage_kwargs=(advantage_kwargs, "dict?"),  # copied with dict() below: check it first
+                policy_loss=(policy_loss, "policy_loss"),
+                policy_loss_kwargs=(policy_loss_kwargs, "dict?"),
+                top_entropy_quantile=(top_entropy_quantile, "float?"),
             ),
         )
+        if importance_sampling_level == "trajectory":
+            warnings.warn(
+                "GRPO: importance_sampling_level='trajectory' is deprecated; it is policy_loss='gspo' (GSPO's trajectory "
+                "ratio, the same numbers). Write policy_loss='gspo' instead.",
+                FutureWarning,
+                stacklevel=2,
+            )
         super().__init__(
             policy,
             env,
@@ -257,6 +307,10 @@ class GRPO(GroupSamplingAlgorithm):
         self.loss_constant: float | None = None  # dr_grpo's constant, set by the first batch (saved with the model)
         self.group_loss_scale = group_loss_scale
         self.importance_sampling_level = importance_sampling_level
+        self.policy_loss = policy_loss
+        self.policy_loss_kwargs = dict(policy_loss_kwargs or {})
+        self.kl_estimator = kl_estimator
+        self.top_entropy_quantile = top_entropy_quantile
         self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
         self.target_kl = target_kl
         self.branch_common_noise = branch_common_noise
@@ -283,6 +337,28 @@ class GRPO(GroupSamplingAlgorithm):
             fail(
                 f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
                 f"got {self.importance_sampling_level!r}"
+            )
+        check_argument_types(
+            "GRPO",
+            dict(
+                policy_loss=(self.policy_loss, "policy_loss"),
+                policy_loss_kwargs=(self.policy_loss_kwargs, "dict?"),
+                top_entropy_quantile=(self.top_entropy_quantile, "float?"),
+            ),
+        )
+        if self.importance_sampling_level == "trajectory" and self.policy_loss not in ("clip", "gspo"):
+            fail(
+                f"importance_sampling_level='trajectory' (deprecated) means policy_loss='gspo', GSPO's trajectory ratio; "
+                f"it does not combine with policy_loss={self.policy_loss!r}. Drop importance_sampling_level (a loss "
+                "that reads whole trajectories says so itself)."
+            )
+        if self.kl_estimator not in KL_ESTIMATORS:
+            fail(f"kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
+        quantile = self.top_entropy_quantile
+        if quantile is not None and not (0 < quantile <= 1):
+            fail(
+                f"top_entropy_quantile must be in (0, 1] (the share of each minibatch's steps, by entropy, that the "
+                f"policy loss trains on; 0.2 in 'Beyond the 80/20 rule') or None (every step), got {quantile!r}"
             )
         if self.target_kl is not None and not self.target_kl > 0:
             fail(f"target_kl must be > 0 or None, got {self.target_kl!r}")
@@ -323,6 +399,7 @@ class GRPO(GroupSamplingAlgorithm):
         if self.clip_range_high is not None:
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
         self._setup_estimator()
+        self._setup_policy_loss()
         if self.reward_gammas is not None and not getattr(self._estimator, "accepts_reward_streams", False):
             raise ValueError(
                 f"reward_gammas (one discount per reward function) needs an advantage estimator that discounts each "
@@ -330,6 +407,21 @@ class GRPO(GroupSamplingAlgorithm):
                 f"{self.advantage_estimator!r} with {self.advantage_kwargs}. Or drop reward_gammas to discount every "
                 "reward with gamma."
             )
+
+    def _policy_loss_argument(self) -> Any:
+        """The policy loss the arguments select: ``policy_loss``, or ``"gspo"`` for the deprecated
+        ``importance_sampling_level="trajectory"`` (also in files saved before ``policy_loss`` existed)."""
+        if self.importance_sampling_level == "trajectory" and self.policy_loss == "clip":
+            return "gspo"
+        return self.policy_loss
+
+    def _setup_policy_loss(self) -> None:
+        """Build the policy loss from ``policy_loss`` and ``policy_loss_kwargs`` (at construction, and again when a
+        model is loaded: the loss holds its options only, and is not saved)."""
+        self._policy_loss = get_policy_loss(self._policy_loss_argument(), **(self.policy_loss_kwargs or {}))
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_policy_loss"]
 
     def _uses_reference(self) -> bool:
         return self.beta > 0  # the KL term's reference
@@ -373,25 +465,37 @@ class GRPO(GroupSamplingAlgorithm):
         if self.ref_policy is not None:
             buffer.ref_log_prob = buffer.log_prob_under(self.ref_policy)
 
-        by_trajectory = self.importance_sampling_level == "trajectory"
+        policy_loss = self._policy_loss
         pg_losses, kl_refs, entropies, approx_kls = [], [], [], []
         ratio_stats: list[tuple[float, float, float, float]] = []
+        loss_stats: dict[str, list[float]] = {}
         continue_training = True
         for epoch in range(self.n_epochs):
-            for batch in buffer.get(self.batch_size, self._np_rng, by_trajectory=by_trajectory):
+            for batch in buffer.get(self.batch_size, self._np_rng, by_trajectory=bool(policy_loss.by_trajectory)):
                 log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
-                per_step, surrogate, ratio, log_ratio, kl_ref = grpo_step_loss(
-                    log_prob,
-                    batch.old_log_prob,
-                    batch.advantages,
-                    eps_low,
-                    eps_high,
-                    beta=self.beta,
-                    ref_log_prob=batch.ref_log_prob if self.ref_policy is not None else None,
-                    trajectory=batch.trajectory if by_trajectory else None,
-                    n_trajectories=batch.n_trajectories,
+                mask = None
+                if self.top_entropy_quantile is not None:
+                    mask = entropy_mask(-log_prob if entropy is None else entropy, self.top_entropy_quantile)
+                outputs = run_policy_loss(
+                    policy_loss,
+                    PolicyLossInputs(
+                        log_prob=log_prob,
+                        old_log_prob=batch.old_log_prob,
+                        advantages=batch.advantages,
+                        weights=batch.weights if mask is None else batch.weights * mask,
+                        trajectory=batch.trajectory,
+                        n_trajectories=batch.n_trajectories,
+                        clip_range_low=eps_low,
+                        clip_range_high=eps_high,
+                        ref_log_prob=batch.ref_log_prob if self.ref_policy is not None else None,
+                        entropy=entropy,
+                    ),
                 )
-                if kl_ref is not None:
+                policy_term = outputs.per_step if mask is None else outputs.per_step * mask
+                per_step = policy_term
+                if self.ref_policy is not None:
+                    kl_ref = kl_estimate(batch.ref_log_prob - log_prob, self.kl_estimator)  # KL(pi_theta || pi_ref)
+                    per_step = per_step + self.beta * kl_ref
                     kl_refs.append(float((batch.weights * kl_ref.detach()).sum() / batch.weights.sum().clamp_min(1e-12)))
                 if entropy is None:
                     entropy = -log_prob
@@ -401,10 +505,18 @@ class GRPO(GroupSamplingAlgorithm):
 
                 with th.no_grad():
                     weight_sum = batch.weights.sum().clamp_min(1e-12)
-                    pg_losses.append(float((batch.weights * -surrogate).sum() / weight_sum))
+                    pg_losses.append(float((batch.weights * policy_term).sum() / weight_sum))
                     entropies.append(float(entropy.mean()))
-                    ratio_stats.append(ratio_statistics(ratio, batch.advantages, eps_low, eps_high))
-                    approx_kl = float(kl_estimate(log_ratio, "k3").mean())  # KL(pi_old || pi), as SB3's PPO logs it
+                    ratio_stats.append(ratio_statistics(outputs.ratio.detach(), batch.advantages, eps_low, eps_high))
+                    for key, value in outputs.stats.items():
+                        if f"train/{key}" in GRPO_TRAIN_KEYS:
+                            raise ValueError(
+                                f"GRPO: the policy loss {policy_loss_name(policy_loss)!r} returned a statistic named "
+                                f"{key!r}, which is one of GRPO's own train/ keys ({', '.join(sorted(GRPO_TRAIN_KEYS))}): "
+                                "give it another name."
+                            )
+                        loss_stats.setdefault(key, []).append(float(value))
+                    approx_kl = float(kl_estimate(log_prob - batch.old_log_prob, "k3").mean())  # KL(pi_old || pi), as PPO
                     approx_kls.append(approx_kl)
                 if self._stops_early(approx_kl, self.target_kl, epoch):
                     continue_training = False
@@ -418,6 +530,8 @@ class GRPO(GroupSamplingAlgorithm):
             self._adapt_learning_rate(float(np.mean(approx_kls)))
         self._end_update()
 
+        for key, values in loss_stats.items():
+            self.logger.record(f"train/{key}", float(np.mean(values)))
         self.logger.record("train/policy_gradient_loss", float(np.mean(pg_losses)) if pg_losses else 0.0)
         self.logger.record("train/entropy_loss", -float(np.mean(entropies)) if entropies else 0.0)
         self.logger.record("train/approx_kl", float(np.mean(approx_kls)) if approx_kls else 0.0)

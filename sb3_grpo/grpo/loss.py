@@ -1,19 +1,17 @@
-"""GRPO's objective: the per-step loss (clipped surrogate and k3 KL to the reference) and the loss weights of the
-``loss_type`` normalisations."""
+"""GRPO's loss pieces that do not depend on the policy loss: the loss weights of the ``loss_type`` aggregations, the
+mask of ``top_entropy_quantile`` and the clip diagnostics. The policy losses themselves are plugins
+(:mod:`sb3_grpo.common.policy_losses`, :mod:`sb3_grpo.default_plugins.policy_losses`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch as th
 
-from sb3_grpo.common.groups.buffers import trajectory_sums
-from sb3_grpo.common.kl import kl_estimate
-
 __all__ = [
     "GROUP_LOSS_SCALES",
     "IMPORTANCE_SAMPLING_LEVELS",
     "LOSS_TYPES",
-    "grpo_step_loss",
+    "entropy_mask",
     "ratio_statistics",
     "trajectory_loss_weights",
 ]
@@ -59,43 +57,19 @@ def trajectory_loss_weights(
     return weights
 
 
-def grpo_step_loss(
-    log_prob: th.Tensor,
-    old_log_prob: th.Tensor,
-    advantages: th.Tensor,
-    eps_low: float,
-    eps_high: float,
-    beta: float = 0.0,
-    ref_log_prob: th.Tensor | None = None,
-    trajectory: th.Tensor | None = None,
-    n_trajectories: int = 0,
-) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor, th.Tensor | None]:
-    """GRPO's per-step loss ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) + beta * KL_k3(pi_theta || pi_ref)``.
+def entropy_mask(entropy: th.Tensor, quantile: float) -> th.Tensor:
+    """``(m,)`` 1.0 on the steps whose entropy is at least the ``1 - quantile`` quantile of the minibatch's, else 0.0
+    (TRL's ``get_high_entropy_mask``: ``top_entropy_quantile=0.2`` keeps the fifth of the steps with the highest
+    entropy; ties at the threshold are kept). Detached.
 
-    :param log_prob: ``(m,)`` log pi_theta(a_t | s_t) (differentiable).
-    :param old_log_prob: ``(m,)`` log-probabilities under the behaviour policy.
-    :param advantages: ``(m,)``.
-    :param ref_log_prob: ``(m,)`` log-probabilities under the reference policy (``None``: no KL term).
-    :param trajectory: ``(m,)`` trajectory index of each step for trajectory-level ratios
-        ``r_i = exp(mean_t log r_t)`` (GSPO); ``None``: one ratio per step.
-    :return: ``(per_step_loss, surrogate, ratio, log_ratio, kl_ref)``, each ``(m,)`` (``kl_ref`` ``None`` without
-        a reference).
+    :param entropy: ``(m,)`` the policy's entropy at each step.
+    :param quantile: the share of steps to keep, in ``(0, 1]``.
     """
-    log_ratio = log_prob - old_log_prob
-    if trajectory is not None:
-        counts = trajectory_sums(th.ones_like(log_ratio), trajectory, n_trajectories)  # exact: integers below 2**24
-        sums = trajectory_sums(log_ratio, trajectory, n_trajectories)  # reproducible on CUDA too
-        ratio = th.exp(sums / counts.clamp_min(1.0))[trajectory]
-    else:
-        ratio = th.exp(log_ratio)
-    surrogate = th.min(advantages * ratio, advantages * th.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high))
-    per_step = -surrogate
-    kl_ref = None
-    if ref_log_prob is not None:
-        # k3 estimator of KL(pi_theta || pi_ref): r - log r - 1 with r = pi_ref / pi_theta.
-        kl_ref = kl_estimate(ref_log_prob - log_prob, "k3")
-        per_step = per_step + beta * kl_ref
-    return per_step, surrogate, ratio, log_ratio, kl_ref
+    entropy = entropy.detach()
+    if entropy.numel() == 0:
+        return th.zeros_like(entropy)
+    threshold = th.quantile(entropy.float(), 1.0 - quantile)
+    return (entropy >= threshold.to(entropy.dtype)).to(entropy.dtype)
 
 
 def ratio_statistics(

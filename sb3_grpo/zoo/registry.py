@@ -17,10 +17,10 @@ It also makes two small, backward-compatible fixes to rl_zoo3's ``ExperimentMana
 - ``_preprocess_schedules`` reads a ``learning_rate: "KLAdaptiveLR(3e-4, desired_kl=0.01)"`` string as
   :class:`sb3_grpo.KLAdaptiveLR` (rl_zoo3 knows only ``lin_<x>``);
 - ``-params key:word`` reads a bare word (other than ``None``, ``True``, ``False``) as that string (rl_zoo3 evaluated
-  it: ``advantage_estimator:group_zscore`` raised a NameError, ``pairs:all`` gave Python's ``all``), and a value that
-  is no Python names the parameter and how to quote it;
-- ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` string (``"dict(scale='batch')"``) as Python, the way
-  rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
+  it: ``advantage_estimator:group_zscore`` raised a NameError, ``pairs:all`` gave Python's ``all``; a word may end in
+  ``+``, as ``kl_estimator:k3+``), and a value that is no Python names the parameter and how to quote it;
+- ``_preprocess_hyperparams`` reads an ``advantage_kwargs`` or ``policy_loss_kwargs`` string (``"dict(scale='batch')"``)
+  as Python, the way rl_zoo3 reads ``policy_kwargs`` strings (a YAML mapping works as is).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def _patch_store_dict() -> None:
 
     if getattr(StoreDict, "_sb3_grpo_patched", False):
         return
-    word = re.compile(r"[A-Za-z_][\w\-/]*")  # no dots: nn.ReLU is Python
+    word = re.compile(r"[A-Za-z_][\w\-/]*\+?")  # no dots: nn.ReLU is Python; a trailing + for kl_estimator:k3+
     zoo_globals = vars(sys.modules[StoreDict.__module__])  # rl_zoo3's: nn, th, np, ... as its own eval sees them
 
     def __call__(self: Any, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
@@ -194,6 +194,8 @@ def _patch_store_dict() -> None:
 
 # ------------------------------------------------------------------------------------------ ExperimentManager fixes
 _SCHEDULE_NONE_KEYS = ("clip_range", "clip_range_vf", "clip_range_high")
+#: The options of plugin objects that a zoo file may write as a Python string (``"dict(scale='batch')"``).
+_KWARGS_KEYS = ("advantage_kwargs", "policy_loss_kwargs")
 
 
 def _patch_experiment_manager() -> None:
@@ -207,8 +209,9 @@ def _patch_experiment_manager() -> None:
     original_preprocess = ExperimentManager._preprocess_hyperparams
 
     def _preprocess_hyperparams(self: Any, hyperparams: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if isinstance(hyperparams.get("advantage_kwargs"), str):
-            hyperparams["advantage_kwargs"] = read_kwargs_string("advantage_kwargs", hyperparams["advantage_kwargs"])
+        for key in _KWARGS_KEYS:
+            if isinstance(hyperparams.get(key), str):
+                hyperparams[key] = read_kwargs_string(key, hyperparams[key])
         return original_preprocess(self, hyperparams, *args, **kwargs)
 
     def _preprocess_schedules(hyperparams: dict[str, Any]) -> dict[str, Any]:

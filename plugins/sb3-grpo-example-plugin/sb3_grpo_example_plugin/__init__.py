@@ -1,8 +1,18 @@
-"""A minimal sb3_grpo plugin: one advantage estimator and one reward function (registered in ``hooks.py``)."""
+"""A minimal sb3_grpo plugin: one advantage estimator, one reward function and one policy loss (registered in
+``hooks.py``)."""
 
 import numpy as np
+import torch as th
 
-from sb3_grpo import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, Trajectory
+from sb3_grpo import (
+    AdvantageEstimator,
+    AdvantageInputs,
+    AdvantageOutputs,
+    PolicyLoss,
+    PolicyLossInputs,
+    PolicyLossOutputs,
+    Trajectory,
+)
 
 
 class GroupMedian(AdvantageEstimator):
@@ -22,3 +32,19 @@ class GroupMedian(AdvantageEstimator):
 def episode_length(trajectory: Trajectory) -> float:
     """The number of steps the episode lasted."""
     return float(trajectory.length)
+
+
+class CappedRatio(PolicyLoss):
+    """``-min(r_t, cap) A_t`` per step: the importance-weighted policy gradient with the ratio capped from above and no
+    lower clip (a one-sided trust region). ``cap`` comes from GRPO's ``policy_loss_kwargs``."""
+
+    def __init__(self, cap: float = 2.0):
+        if not cap > 1:
+            raise ValueError(f"example_capped_ratio: cap must be > 1, got {cap!r}")
+        self.cap = float(cap)
+
+    def compute(self, inputs: PolicyLossInputs) -> PolicyLossOutputs:
+        ratio = th.exp(inputs.log_prob - inputs.old_log_prob)
+        per_step = -th.clamp(ratio, max=self.cap) * inputs.advantages
+        capped = float((ratio > self.cap).float().mean())
+        return PolicyLossOutputs(per_step=per_step, ratio=ratio, stats={"example_capped_fraction": capped})

@@ -2,7 +2,7 @@
 
 from sb3_grpo import hookimpl
 
-from . import GroupMedian, episode_length
+from . import CappedRatio, GroupMedian, episode_length
 
 
 @hookimpl
@@ -13,3 +13,8 @@ def register_advantage_estimators(register):
 @hookimpl
 def register_reward_functions(register):
     register("example_episode_length", episode_length)
+
+
+@hookimpl
+def register_policy_losses(register):
+    register("example_capped_ratio", CappedRatio)
