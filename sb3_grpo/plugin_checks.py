@@ -9,13 +9,17 @@ reward functions, state snapshotters, policy losses) build on the same definitio
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ESTIMATOR",
     "ESTIMATOR_CONTRACT",
     "NEEDS",
+    "POLICY_LOSS",
     "POLICY_LOSS_CONTRACT",
+    "Interface",
     "RewardFunctionError",
     "check_by_trajectory",
     "check_estimator",
@@ -73,52 +77,136 @@ def check_reward_function_signature(fn: Any, name: str | None = None) -> None:
         ) from None
 
 
-def is_estimator_instance(obj: Any) -> bool:
-    return not isinstance(obj, type) and hasattr(obj, "compute") and hasattr(obj, "requires")
+@dataclass(frozen=True)
+class Interface:
+    """A kind registered as a class, a factory or an instance, whose instances have a method ``compute(inputs)``
+    (advantage estimators, policy losses): what such an object must be, and the words of the messages about it.
 
+    :func:`check_estimator` and :func:`check_policy_loss` are the :meth:`check` of :data:`ESTIMATOR` and
+    :data:`POLICY_LOSS`; the plugin manager builds instances with :meth:`build`.
+    """
 
-#: What an advantage estimator must be, for messages.
-ESTIMATOR_CONTRACT = (
-    "an advantage estimator is a class whose instances have a `requires` set of needs (such as {'values'}) and a "
-    "method compute(inputs) taking the AdvantageInputs (e.g. a subclass of sb3_grpo.AdvantageEstimator), an instance "
-    "of such a class, or a factory function that returns such an instance (called with the advantage_kwargs as "
-    "keyword arguments, each with a default)"
-)
+    #: the kind in messages ("advantage estimator")
+    kind: str
+    #: what an object that is not one is said not to be ("estimator")
+    noun: str
+    #: the class to subclass ("AdvantageEstimator")
+    base: str
+    #: the argument of compute ("AdvantageInputs")
+    inputs: str
+    #: what compute computes ("advantages")
+    computes: str
+    #: the constructor argument that holds the options ("advantage_kwargs")
+    options: str
+    #: the whole definition, for messages
+    contract: str
+    #: what a built object that is not an instance lacks ("has no requires/compute")
+    lacks: str
+    is_instance: Callable[[Any], bool]
+    #: checks the kind's own attributes on a class or an instance: ``check_attributes(label, obj)``
+    check_attributes: Callable[[str, Any], None]
 
+    def check(self, name: str, obj: Any, plugin: str) -> None:
+        """``obj`` is a class (or factory) whose instances have ``compute(inputs)`` and the kind's attributes, or such
+        an instance. A factory (a function) is called once without arguments, and what it returns is checked.
 
-def check_estimator(name: str, obj: Any, plugin: str) -> None:
-    """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``, or such an
-    instance. A factory (a function) is called once without arguments, and what it returns is checked."""
-    if not (is_estimator_instance(obj) or isinstance(obj, type)):
-        if callable(obj):
-            _check_factory(name, obj, plugin)
+        :raises TypeError: saying what is wrong and what the kind must be.
+        """
+        if not (isinstance(obj, type) or self.is_instance(obj)):
+            if not callable(obj):
+                raise TypeError(
+                    f"expected {_a(self.base)} subclass or instance, got {obj!r} (a {type(obj).__name__}): {self.contract}"
+                )
+            self._check_factory(name, obj, plugin)
             return
-        raise TypeError(
-            f"expected an AdvantageEstimator subclass or instance, got {obj!r} (a {type(obj).__name__}): {ESTIMATOR_CONTRACT}"
-        )
-    target = obj
-    compute = getattr(target, "compute", None)
-    if compute is None:
-        raise TypeError(f"{obj.__name__} has no compute(inputs) method: {ESTIMATOR_CONTRACT}")
-    if isinstance(obj, type) and inspect.isabstract(obj):
-        raise TypeError(f"{obj.__name__} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
-    try:
-        signature = inspect.signature(compute)
-    except (TypeError, ValueError):
-        signature = None
-    if signature is not None:
+        label = obj.__name__ if isinstance(obj, type) else type(obj).__name__
+        if not callable(getattr(obj, "compute", None)):
+            raise TypeError(f"{label} has no compute(inputs) method: {self.contract}")
+        if isinstance(obj, type) and inspect.isabstract(obj):
+            raise TypeError(f"{label} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
+        self._check_compute_signature(obj)
+        self.check_attributes(label, obj)
+
+    def _check_factory(self, name: str, factory: Any, plugin: str) -> None:
+        """A factory must build an instance from options that all have defaults: call it once and check the result."""
+        label = getattr(factory, "__name__", type(factory).__name__)
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):
+            return  # no signature to read (a builtin): checked when it is called
+        parameters = signature.parameters.values()
+        required = [p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if required:
+            raise TypeError(
+                f"{label}{signature} is a function with required arguments, not {_a(self.noun)}: {self.contract}. A "
+                f"function that computes {self.computes} from the inputs belongs in the compute method of "
+                f"{_a(self.base)} subclass; register the class."
+            )
+        try:
+            produced = factory()
+        except Exception as exc:
+            raise TypeError(f"the factory {label}{signature} raised when called without arguments: {exc!r}") from exc
+        if not self.is_instance(produced):
+            raise TypeError(
+                f"{label} is a function that returns {produced!r} (a {type(produced).__name__}), not {_a(self.noun)}: "
+                f"{self.contract}."
+            )
+        self.check(name, produced, plugin)
+
+    def _check_compute_signature(self, obj: Any) -> None:
+        """``compute`` must take exactly one argument (besides ``self`` on a class)."""
+        try:
+            signature = inspect.signature(obj.compute)
+        except (TypeError, ValueError):
+            return  # no signature to read: checked when it is called
         params = list(signature.parameters.values())
         if isinstance(obj, type) and params and params[0].name == "self":
             params = params[1:]
         required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        accepts_one = len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))
-        if not accepts_one:
+        if not (len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))):
+            raise TypeError(f"compute must take exactly one argument (the {self.inputs}); its signature is compute{signature}")
+
+    def build(self, factory: Any, label: str, options: dict[str, Any]) -> Any:
+        """An instance of ``factory`` (a class or factory function) built with ``options``, or ``factory`` itself when
+        it is an instance already.
+
+        :param label: the name used in messages (the registered name, or the object's own).
+        :raises TypeError: for options the factory does not accept (naming those it takes), options given with an
+            instance, or a built object that is not an instance of the kind.
+        """
+        kind = self.kind.capitalize()
+        if self.is_instance(factory):
+            if options:
+                raise TypeError(f"{self.options} {sorted(options)} cannot be applied to the {self.noun} instance {factory!r}.")
+            return factory
+        try:
+            signature = inspect.signature(factory)
+            signature.bind(**options)
+        except TypeError:
+            accepted = [p for p in inspect.signature(factory).parameters if p not in ("self", "args", "kwargs")]
             raise TypeError(
-                f"compute must take exactly one argument (the AdvantageInputs); its signature is compute{signature}"
-            )
-    requires = getattr(target, "requires", None)
-    if requires is not None and not isinstance(requires, property):
-        check_requires(requires)
+                f"{kind} {label!r} does not accept {self.options} {sorted(options)}; it accepts: "
+                f"{', '.join(accepted) or '(no options)'}."
+            ) from None
+        except ValueError:
+            pass
+        built = factory(**options)
+        if not self.is_instance(built):
+            raise TypeError(f"{kind} {label!r} produced {built!r}, which {self.lacks}.")
+        try:
+            self.check_attributes(label, built)  # an instance may set them in __init__
+        except TypeError as exc:
+            raise TypeError(f"{kind} {label!r}: {exc}") from None
+        return built
+
+
+def _a(word: str) -> str:
+    """``word`` after its indefinite article: "an estimator", "a PolicyLoss"."""
+    return f"{'an' if word[0].lower() in 'aeiou' else 'a'} {word}"
+
+
+def is_estimator_instance(obj: Any) -> bool:
+    return not isinstance(obj, type) and hasattr(obj, "compute") and hasattr(obj, "requires")
 
 
 def check_requires(requires: Any) -> None:
@@ -134,103 +222,37 @@ def check_requires(requires: Any) -> None:
         raise TypeError(f"requires names unknown needs {sorted(unknown)}; known: {sorted(NEEDS)}")
 
 
-def _check_factory(name: str, factory: Any, plugin: str) -> None:
-    """A factory must build an estimator from options that all have defaults: call it once and check the result."""
-    label = getattr(factory, "__name__", type(factory).__name__)
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return  # no signature to read (a builtin): checked when it is called
-    required = [
-        p for p in signature.parameters.values() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
-    if required:
-        raise TypeError(
-            f"{label}{signature} is a function with required arguments, not an estimator: {ESTIMATOR_CONTRACT}. A "
-            "function that computes advantages from the inputs belongs in the compute method of an "
-            "AdvantageEstimator subclass; register the class."
-        )
-    try:
-        produced = factory()
-    except Exception as exc:
-        raise TypeError(f"the factory {label}{signature} raised when called without arguments: {exc!r}") from exc
-    if not is_estimator_instance(produced):
-        raise TypeError(
-            f"{label} is a function that returns {produced!r} (a {type(produced).__name__}), not an estimator: "
-            f"{ESTIMATOR_CONTRACT}."
-        )
-    check_estimator(name, produced, plugin)
+def _check_estimator_attributes(label: str, obj: Any) -> None:
+    """``requires`` (on the class, unless a property: then on the instance) names known needs."""
+    requires = getattr(obj, "requires", None)
+    if requires is not None and not isinstance(requires, property):
+        check_requires(requires)
 
 
-#: What a policy loss must be, for messages.
-POLICY_LOSS_CONTRACT = (
-    "a policy loss is a class whose instances have a method compute(inputs) taking the PolicyLossInputs and a boolean "
-    "class attribute by_trajectory (e.g. a subclass of sb3_grpo.PolicyLoss), an instance of such a class, or a factory "
-    "function that returns such an instance (called with the policy_loss_kwargs as keyword arguments, each with a "
-    "default)"
+#: What an advantage estimator must be, for messages.
+ESTIMATOR_CONTRACT = (
+    "an advantage estimator is a class whose instances have a `requires` set of needs (such as {'values'}) and a "
+    "method compute(inputs) taking the AdvantageInputs (e.g. a subclass of sb3_grpo.AdvantageEstimator), an instance "
+    "of such a class, or a factory function that returns such an instance (called with the advantage_kwargs as "
+    "keyword arguments, each with a default)"
+)
+
+ESTIMATOR = Interface(
+    kind="advantage estimator",
+    noun="estimator",
+    base="AdvantageEstimator",
+    inputs="AdvantageInputs",
+    computes="advantages",
+    options="advantage_kwargs",
+    contract=ESTIMATOR_CONTRACT,
+    lacks="has no requires/compute",
+    is_instance=is_estimator_instance,
+    check_attributes=_check_estimator_attributes,
 )
 
 
 def is_policy_loss_instance(obj: Any) -> bool:
     return not isinstance(obj, type) and callable(getattr(obj, "compute", None))
-
-
-def _check_compute_signature(obj: Any, what: str) -> None:
-    """``compute`` must take exactly one argument (besides ``self`` on a class)."""
-    try:
-        signature = inspect.signature(obj.compute)
-    except (TypeError, ValueError):
-        return  # no signature to read: checked when it is called
-    params = list(signature.parameters.values())
-    if isinstance(obj, type) and params and params[0].name == "self":
-        params = params[1:]
-    required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not (len(required) == 1 or (not required and any(p.kind == p.VAR_POSITIONAL for p in params))):
-        raise TypeError(f"compute must take exactly one argument (the {what}); its signature is compute{signature}")
-
-
-def check_policy_loss(name: str, obj: Any, plugin: str) -> None:
-    """A policy loss is a class (or factory) whose instances have ``compute(inputs)`` and a boolean ``by_trajectory``,
-    or such an instance. A factory (a function) is called once without arguments, and what it returns is checked."""
-    if not isinstance(obj, type) and not is_policy_loss_instance(obj):
-        if not callable(obj):
-            raise TypeError(
-                f"expected a PolicyLoss subclass or instance, got {obj!r} (a {type(obj).__name__}): {POLICY_LOSS_CONTRACT}"
-            )
-        label = getattr(obj, "__name__", type(obj).__name__)
-        try:
-            signature = inspect.signature(obj)
-        except (TypeError, ValueError):
-            return  # no signature to read (a builtin): checked when it is called
-        required = [
-            p
-            for p in signature.parameters.values()
-            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        ]
-        if required:
-            raise TypeError(
-                f"{label}{signature} is a function with required arguments, not a policy loss: {POLICY_LOSS_CONTRACT}. A "
-                "function that computes the loss from the inputs belongs in the compute method of a PolicyLoss "
-                "subclass; register the class."
-            )
-        try:
-            produced = obj()
-        except Exception as exc:
-            raise TypeError(f"the factory {label}{signature} raised when called without arguments: {exc!r}") from exc
-        if not is_policy_loss_instance(produced):
-            raise TypeError(
-                f"{label} is a function that returns {produced!r} (a {type(produced).__name__}), not a policy loss: "
-                f"{POLICY_LOSS_CONTRACT}."
-            )
-        check_policy_loss(name, produced, plugin)
-        return
-    label = obj.__name__ if isinstance(obj, type) else type(obj).__name__
-    if not callable(getattr(obj, "compute", None)):
-        raise TypeError(f"{label} has no compute(inputs) method: {POLICY_LOSS_CONTRACT}")
-    if isinstance(obj, type) and inspect.isabstract(obj):
-        raise TypeError(f"{label} is abstract (missing {sorted(obj.__abstractmethods__)})")  # type: ignore[attr-defined]  # set by ABCMeta
-    _check_compute_signature(obj, "PolicyLossInputs")
-    check_by_trajectory(label, getattr(obj, "by_trajectory", None))
 
 
 def check_by_trajectory(label: str, value: Any) -> None:
@@ -242,6 +264,44 @@ def check_by_trajectory(label: str, value: Any) -> None:
             f"{label}.by_trajectory must be True (minibatches keep whole trajectories, for trajectory-level ratios) or "
             f"False, got {value!r}: {POLICY_LOSS_CONTRACT}"
         )
+
+
+def _check_policy_loss_attributes(label: str, obj: Any) -> None:
+    check_by_trajectory(label, getattr(obj, "by_trajectory", None))
+
+
+#: What a policy loss must be, for messages.
+POLICY_LOSS_CONTRACT = (
+    "a policy loss is a class whose instances have a method compute(inputs) taking the PolicyLossInputs and a boolean "
+    "class attribute by_trajectory (e.g. a subclass of sb3_grpo.PolicyLoss), an instance of such a class, or a factory "
+    "function that returns such an instance (called with the policy_loss_kwargs as keyword arguments, each with a "
+    "default)"
+)
+
+POLICY_LOSS = Interface(
+    kind="policy loss",
+    noun="policy loss",
+    base="PolicyLoss",
+    inputs="PolicyLossInputs",
+    computes="the loss",
+    options="policy_loss_kwargs",
+    contract=POLICY_LOSS_CONTRACT,
+    lacks=f"has no compute method: {POLICY_LOSS_CONTRACT}",
+    is_instance=is_policy_loss_instance,
+    check_attributes=_check_policy_loss_attributes,
+)
+
+
+def check_estimator(name: str, obj: Any, plugin: str) -> None:
+    """An estimator is a class (or factory) whose instances have ``requires`` and ``compute(inputs)``, or such an
+    instance (see :meth:`Interface.check`)."""
+    ESTIMATOR.check(name, obj, plugin)
+
+
+def check_policy_loss(name: str, obj: Any, plugin: str) -> None:
+    """A policy loss is a class (or factory) whose instances have ``compute(inputs)`` and a boolean ``by_trajectory``,
+    or such an instance (see :meth:`Interface.check`)."""
+    POLICY_LOSS.check(name, obj, plugin)
 
 
 def check_reward_function(name: str, obj: Any, plugin: str) -> None:

@@ -25,7 +25,6 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import os
 import threading
 import types
@@ -38,16 +37,12 @@ import pluggy
 
 from sb3_grpo import hookspecs
 from sb3_grpo.plugin_checks import (
-    POLICY_LOSS_CONTRACT,
-    check_by_trajectory,
-    check_estimator,
-    check_policy_loss,
-    check_requires,
+    ESTIMATOR,
+    POLICY_LOSS,
+    Interface,
     check_reward_function,
     check_reward_function_signature,
     check_snapshotter,
-    is_estimator_instance,
-    is_policy_loss_instance,
 )
 
 __all__ = [
@@ -634,34 +629,70 @@ class _Registry:
             del self._local[name]
             self._entries = None
 
+    def registered(self) -> dict[str, Any]:
+        """Every registered name -> its object, in registration order."""
+        return {name: entry.obj for name, entry in self.entries.items()}
+
+    def plugin_of(self, name: str) -> str | None:
+        """The plugin that registered ``name`` (``None``: no plugin registers it)."""
+        entry = self.entries.get(name)
+        return None if entry is None else entry.plugin
+
+    def forget(self) -> None:
+        """Forget the in-process registrations, the warnings given and what the last build found."""
+        self._local.clear()
+        self._warned.clear()
+        self.clashes = {}
+        self.failed = {}
+        self._entries = None
+
+
+class _FactoryRegistry(_Registry):
+    """The registry of a kind registered as a class, a factory or an instance (:class:`~sb3_grpo.plugin_checks.Interface`):
+    :meth:`get` resolves a name or an object to an instance built with the user's options."""
+
+    def __init__(self, interface: Interface, hook_name: str):
+        super().__init__(interface.kind, hook_name, interface.check)
+        self.interface = interface
+
+    def get(self, name_or_obj: Any, options: dict[str, Any]) -> Any:
+        """An instance for a registered name, a class or factory (built with ``options``), or an instance (returned
+        as is). One built for a name remembers the name and the plugin that registered it, for error messages."""
+        if not isinstance(name_or_obj, str):
+            label = getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
+            try:
+                self.interface.check(label, name_or_obj, IN_PROCESS)
+            except TypeError as exc:
+                raise TypeError(f"{self.kind.capitalize()} {label!r} is not usable: {exc}") from None
+            return self.interface.build(name_or_obj, label, options)
+        entry = self.lookup(name_or_obj)
+        built = self.interface.build(entry.obj, name_or_obj, options)
+        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no name
+            built._registered_name = name_or_obj
+            built._registered_plugin = entry.plugin
+        return built
+
 
 def _invalidate() -> None:
     for registry in _REGISTRIES:
         registry._entries = None
 
 
-_estimators = _Registry("advantage estimator", "register_advantage_estimators", check_estimator)
+_estimators = _FactoryRegistry(ESTIMATOR, "register_advantage_estimators")
 _reward_functions = _Registry("reward function", "register_reward_functions", check_reward_function)
-
-
 _snapshots = _Registry("state snapshotter", "register_state_snapshots", check_snapshotter)
-_policy_losses = _Registry("policy loss", "register_policy_losses", check_policy_loss)
+_policy_losses = _FactoryRegistry(POLICY_LOSS, "register_policy_losses")
 _REGISTRIES = (_estimators, _reward_functions, _snapshots, _policy_losses)
 
 
 # -------------------------------------------------------------------------
-# Public API
+# Public API: each kind's verbs, on its registry
 # -------------------------------------------------------------------------
 
 
 def available_advantage_estimators() -> list[str]:
     """Names of every registered advantage estimator (built-in, installed plugins, in-process)."""
     return _estimators.names()
-
-
-def available_reward_functions() -> list[str]:
-    """Names of every registered reward function (built-in, installed plugins, in-process)."""
-    return _reward_functions.names()
 
 
 def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
@@ -674,61 +705,7 @@ def get_advantage_estimator(name_or_obj: Any, **kwargs: Any) -> Any:
     :raises KeyError: for an unknown name, listing the names that exist.
     :raises TypeError: for options the estimator does not accept, or an object that is not an estimator.
     """
-    plugin = None
-    if isinstance(name_or_obj, str):
-        entry = _estimators.lookup(name_or_obj)
-        factory, label, plugin = entry.obj, name_or_obj, entry.plugin
-    else:
-        factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
-        try:
-            check_estimator(label, name_or_obj, IN_PROCESS)
-        except TypeError as exc:
-            raise TypeError(f"Advantage estimator {label!r} is not usable: {exc}") from None
-    if is_estimator_instance(factory):
-        if kwargs:
-            raise TypeError(f"advantage_kwargs {sorted(kwargs)} cannot be applied to the estimator instance {factory!r}.")
-        return _stamp(factory, name_or_obj, plugin)
-    try:
-        signature = inspect.signature(factory)
-        signature.bind(**kwargs)
-    except TypeError:
-        accepted = [p for p in inspect.signature(factory).parameters if p not in ("self", "args", "kwargs")]
-        raise TypeError(
-            f"Advantage estimator {label!r} does not accept advantage_kwargs {sorted(kwargs)}; it accepts: "
-            f"{', '.join(accepted) or '(no options)'}."
-        ) from None
-    except ValueError:
-        pass
-    estimator = factory(**kwargs)
-    if not is_estimator_instance(estimator):
-        raise TypeError(f"Advantage estimator {label!r} produced {estimator!r}, which has no requires/compute.")
-    try:
-        if estimator.requires is not None:
-            check_requires(estimator.requires)  # an instance may set its needs in __init__
-    except TypeError as exc:
-        raise TypeError(f"Advantage estimator {label!r}: {exc}") from None
-    return _stamp(estimator, name_or_obj, plugin)
-
-
-def _stamp(estimator: Any, name_or_obj: Any, plugin: str | None) -> Any:
-    """Remember the registered name and the plugin that registered it, for error messages (see ``estimator_name``)."""
-    if isinstance(name_or_obj, str):
-        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no name
-            estimator._registered_name = name_or_obj
-            estimator._registered_plugin = plugin
-    return estimator
-
-
-def get_reward_function(name_or_obj: Any) -> Callable:
-    """Resolve a reward function by name, or check and return a callable.
-
-    :raises KeyError: for an unknown name, listing the names that exist.
-    :raises RewardFunctionError: for a callable with the wrong signature.
-    """
-    if isinstance(name_or_obj, str):
-        return _reward_functions.lookup(name_or_obj).obj
-    check_reward_function_signature(name_or_obj)
-    return name_or_obj
+    return _estimators.get(name_or_obj, kwargs)
 
 
 def register_advantage_estimator(name: str, estimator: Any, replace: bool = False) -> None:
@@ -744,6 +721,28 @@ def unregister_advantage_estimator(name: str) -> None:
     _estimators.unregister_local(name)
 
 
+def registered_advantage_estimators() -> dict[str, Any]:
+    """Every registered advantage estimator: name -> the registered class, factory or instance."""
+    return _estimators.registered()
+
+
+def available_reward_functions() -> list[str]:
+    """Names of every registered reward function (built-in, installed plugins, in-process)."""
+    return _reward_functions.names()
+
+
+def get_reward_function(name_or_obj: Any) -> Callable:
+    """Resolve a reward function by name, or check and return a callable.
+
+    :raises KeyError: for an unknown name, listing the names that exist.
+    :raises RewardFunctionError: for a callable with the wrong signature.
+    """
+    if isinstance(name_or_obj, str):
+        return _reward_functions.lookup(name_or_obj).obj
+    check_reward_function_signature(name_or_obj)
+    return name_or_obj
+
+
 def register_reward_function(name: str, function: Callable, replace: bool = False) -> None:
     """Register a reward function under ``name`` in this process (tests, notebooks)."""
     _reward_functions.register_local(name, function, replace)
@@ -752,6 +751,16 @@ def register_reward_function(name: str, function: Callable, replace: bool = Fals
 def unregister_reward_function(name: str) -> None:
     """Remove a reward function registered with :func:`register_reward_function`."""
     _reward_functions.unregister_local(name)
+
+
+def registered_reward_functions() -> dict[str, Any]:
+    """Every registered reward function: name -> the registered callable."""
+    return _reward_functions.registered()
+
+
+def reward_function_plugin(name: str) -> str | None:
+    """The plugin that registered the reward function ``name`` (``None``: no plugin registers it)."""
+    return _reward_functions.plugin_of(name)
 
 
 def available_state_snapshots() -> list[str]:
@@ -769,14 +778,9 @@ def unregister_state_snapshot(name: str) -> None:
     _snapshots.unregister_local(name)
 
 
-def registered_advantage_estimators() -> dict[str, Any]:
-    """Every registered advantage estimator: name -> the registered class, factory or instance."""
-    return {name: entry.obj for name, entry in _estimators.entries.items()}
-
-
-def registered_reward_functions() -> dict[str, Any]:
-    """Every registered reward function: name -> the registered callable."""
-    return {name: entry.obj for name, entry in _reward_functions.entries.items()}
+def registered_state_snapshotters() -> dict[str, Any]:
+    """Every registered state snapshotter, in registration order: name -> the registered class or instance."""
+    return _snapshots.registered()
 
 
 def available_policy_losses() -> list[str]:
@@ -795,39 +799,7 @@ def get_policy_loss(name_or_obj: Any, **kwargs: Any) -> Any:
     :raises TypeError: for options the loss does not accept (naming the loss and the options it takes), or an object
         that is not a policy loss.
     """
-    plugin = None
-    if isinstance(name_or_obj, str):
-        entry = _policy_losses.lookup(name_or_obj)
-        factory, label, plugin = entry.obj, name_or_obj, entry.plugin
-    else:
-        factory, label = name_or_obj, getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
-        try:
-            check_policy_loss(label, name_or_obj, IN_PROCESS)
-        except TypeError as exc:
-            raise TypeError(f"Policy loss {label!r} is not usable: {exc}") from None
-    if is_policy_loss_instance(factory):
-        if kwargs:
-            raise TypeError(f"policy_loss_kwargs {sorted(kwargs)} cannot be applied to the policy loss instance {factory!r}.")
-        return _stamp(factory, name_or_obj, plugin)
-    try:
-        signature = inspect.signature(factory)
-        signature.bind(**kwargs)
-    except TypeError:
-        accepted = [p for p in inspect.signature(factory).parameters if p not in ("self", "args", "kwargs")]
-        raise TypeError(
-            f"Policy loss {label!r} does not accept policy_loss_kwargs {sorted(kwargs)}; it accepts: "
-            f"{', '.join(accepted) or '(no options)'}."
-        ) from None
-    except ValueError:
-        pass
-    loss = factory(**kwargs)
-    if not is_policy_loss_instance(loss):
-        raise TypeError(f"Policy loss {label!r} produced {loss!r}, which has no compute method: {POLICY_LOSS_CONTRACT}.")
-    try:
-        check_by_trajectory(label, getattr(loss, "by_trajectory", None))  # an instance may set it in __init__
-    except TypeError as exc:
-        raise TypeError(f"Policy loss {label!r}: {exc}") from None
-    return _stamp(loss, name_or_obj, plugin)
+    return _policy_losses.get(name_or_obj, kwargs)
 
 
 def register_policy_loss(name: str, loss: Any, replace: bool = False) -> None:
@@ -845,24 +817,12 @@ def unregister_policy_loss(name: str) -> None:
 
 def registered_policy_losses() -> dict[str, Any]:
     """Every registered policy loss: name -> the registered class, factory or instance."""
-    return {name: entry.obj for name, entry in _policy_losses.entries.items()}
+    return _policy_losses.registered()
 
 
 def policy_loss_plugin(name: str) -> str | None:
     """The plugin that registered the policy loss ``name`` (``None``: no plugin registers it)."""
-    entry = _policy_losses.entries.get(name)
-    return None if entry is None else entry.plugin
-
-
-def registered_state_snapshotters() -> dict[str, Any]:
-    """Every registered state snapshotter, in registration order: name -> the registered class or instance."""
-    return {name: entry.obj for name, entry in _snapshots.entries.items()}
-
-
-def reward_function_plugin(name: str) -> str | None:
-    """The plugin that registered the reward function ``name`` (``None``: no plugin registers it)."""
-    entry = _reward_functions.entries.get(name)
-    return None if entry is None else entry.plugin
+    return _policy_losses.plugin_of(name)
 
 
 def skipped_plugins() -> dict[str, tuple[str, str]]:
@@ -882,12 +842,5 @@ def _reset_for_tests() -> None:
         _plugin_modules.clear()
         _load_failures.clear()
         _loaded = False
-        _estimators._local.clear()
-        _reward_functions._local.clear()
-        _snapshots._local.clear()
-        _policy_losses._local.clear()
         for registry in _REGISTRIES:
-            registry._warned.clear()
-            registry.clashes = {}
-            registry.failed = {}
-        _invalidate()
+            registry.forget()
