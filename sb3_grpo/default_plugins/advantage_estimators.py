@@ -33,6 +33,7 @@ from sb3_grpo.common.advantages import (
     reward_to_go,
     warn_once,
 )
+from sb3_grpo.default_plugins import register_each
 from sb3_grpo.default_plugins.verl_estimators import VERL_ESTIMATORS
 from sb3_grpo.hookspecs import hookimpl
 
@@ -541,5 +542,4 @@ BUILTIN_ESTIMATORS: dict[str, type] = {
 
 @hookimpl
 def register_advantage_estimators(register) -> None:
-    for name, cls in BUILTIN_ESTIMATORS.items():
-        register(name, cls)
+    register_each(register, BUILTIN_ESTIMATORS)

@@ -33,6 +33,7 @@ from typing import Any
 import torch as th
 
 from sb3_grpo.common.policy_losses import PolicyLoss, PolicyLossInputs, PolicyLossOutputs
+from sb3_grpo.default_plugins import register_each
 from sb3_grpo.hookspecs import hookimpl
 
 __all__ = ["BUILTIN_POLICY_LOSSES", "CISPO", "GPG", "GSPO", "SAPO", "ClipCov", "ClippedSurrogate", "GeoMean", "KLCov"]
@@ -381,5 +382,4 @@ BUILTIN_POLICY_LOSSES: dict[str, type[PolicyLoss]] = {
 
 @hookimpl
 def register_policy_losses(register) -> None:
-    for name, cls in BUILTIN_POLICY_LOSSES.items():
-        register(name, cls)
+    register_each(register, BUILTIN_POLICY_LOSSES)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
+from sb3_grpo.default_plugins import register_each
 from sb3_grpo.hookspecs import hookimpl
 
 
@@ -133,5 +134,4 @@ BUILTIN_REWARD_FUNCTIONS = {
 
 @hookimpl
 def register_reward_functions(register) -> None:
-    for name, fn in BUILTIN_REWARD_FUNCTIONS.items():
-        register(name, fn)
+    register_each(register, BUILTIN_REWARD_FUNCTIONS)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
+from sb3_grpo.default_plugins import register_each
 from sb3_grpo.hookspecs import hookimpl
 
 __all__ = [
@@ -107,5 +108,4 @@ ARITHMETIC_REWARD_FUNCTIONS = {
 
 @hookimpl
 def register_reward_functions(register) -> None:
-    for name, fn in ARITHMETIC_REWARD_FUNCTIONS.items():
-        register(name, fn)
+    register_each(register, ARITHMETIC_REWARD_FUNCTIONS)
