@@ -81,11 +81,7 @@ def _check_supported(distribution: Distribution) -> None:
 def supports_exact_kl(distribution: Distribution) -> bool:
     """Whether :func:`exact_kl` has a closed form for this distribution: Categorical, MultiCategorical, Bernoulli,
     diagonal Gaussian and gSDE (a diagonal Gaussian at each state, squashed or not), SB3's on-policy distributions."""
-    try:
-        _check_supported(distribution)
-    except NotImplementedError:
-        return False
-    return True
+    return isinstance(distribution, _SUPPORTED)
 
 
 def distribution_parameters(distribution: Distribution) -> th.Tensor:

@@ -29,6 +29,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
 from sb3_grpo.common.distributions import set_distribution
+from sb3_grpo.common.kl import supports_exact_kl
 
 __all__ = [
     "ActorHead",
@@ -49,19 +50,11 @@ __all__ = [
     "preserved_buffers",
 ]
 
-_CLOSED_FORM = (
-    CategoricalDistribution,
-    MultiCategoricalDistribution,
-    BernoulliDistribution,
-    DiagGaussianDistribution,
-    StateDependentNoiseDistribution,
-)
-
 
 def closed_form_fisher_problem(policy: ActorCriticPolicy) -> str | None:
     """Why the policy's Fisher has no closed form here (``None`` when it has one)."""
     dist = policy.action_dist
-    if not isinstance(dist, _CLOSED_FORM):
+    if not supports_exact_kl(dist):  # the Fisher is the Hessian of the KL: closed forms for the same distributions
         return (
             f"{type(dist).__name__} has no closed-form Fisher here (supported: Categorical, MultiCategorical, "
             "Bernoulli, diagonal Gaussian with a state-independent log_std, and gSDE)"
