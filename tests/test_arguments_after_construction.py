@@ -53,6 +53,11 @@ LOAD_CASES = [
     ("grpo", "kwargs", dict(beta=-0.1), r"beta must be a finite number >= 0"),
     ("grpo", "kwargs", dict(kl_estimator="k4"), r"kl_estimator must be one of \('k1', 'k2', 'k3', 'k3\+'\), got 'k4'"),
     ("grpo", "custom_objects", dict(top_entropy_quantile=0.0), r"top_entropy_quantile must be in \(0, 1\]"),
+    ("grpo", "kwargs", dict(kl_in_reward="yes"), r"kl_in_reward must be True .* or False .*, got 'yes'"),
+    ("grpo", "kwargs", dict(kl_target=0.01), r"kl_target adapts beta by a factor per update, which cannot move beta=0.0"),
+    ("grpo", "custom_objects", dict(kl_horizon=0), r"kl_horizon must be a finite number > 0 .* got 0"),
+    ("grpo", "kwargs", dict(ref_mixup_alpha=1.5), r"ref_mixup_alpha must be a number in \(0, 1\] .* got 1.5"),
+    ("online_dpo", "custom_objects", dict(ref_mixup_alpha=0.0), r"ref_mixup_alpha must be a number in \(0, 1\]"),
     ("exact_trpo", "kwargs", dict(target_kl=0.0), r"target_kl .* must be > 0, got 0.0"),
     ("reinforce", "custom_objects", dict(baseline_decay=1.0), r"baseline_decay must be in \[0, 1\), got 1.0"),
 ]

@@ -306,6 +306,41 @@ def test_policy_loss_on_the_command_line(tmp_path):
     assert config["kl_estimator"] == "k3+"
 
 
+@pytest.mark.parametrize(
+    "algo, written",
+    [
+        ("grpo", "  beta: 0.04\n  kl_in_reward: true\n  kl_target: 0.01\n  kl_horizon: 1000\n"),
+        ("online_dpo", ""),
+    ],
+)
+def test_kl_to_reference_options_in_a_config(tmp_path, algo, written):
+    """The KL penalty in the reward, the adaptive beta and the moving reference from a zoo file."""
+    import argparse
+
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    register()
+    conf = tmp_path / "mine.yml"
+    conf.write_text(
+        "CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 300\n  n_envs: 2\n  n_steps: 32\n  group_size: 2\n"
+        f"  ref_update_interval: 4\n  ref_mixup_alpha: 0.6\n{written}"
+    )
+    manager = ExperimentManager(argparse.Namespace(), algo, "CartPole-v1", str(tmp_path / "logs"), config=str(conf))
+    model, _ = manager.setup_experiment()
+    assert (model.ref_update_interval, model.ref_mixup_alpha) == (4, 0.6)
+    if algo == "grpo":
+        assert (model.kl_in_reward, model.kl_target, model.kl_horizon, model.beta) == (True, 0.01, 1000, 0.04)
+
+
+def test_kl_to_reference_options_on_the_command_line(tmp_path):
+    config = _train_and_enjoy(
+        tmp_path, "grpo", "CartPole-v1", "-n", 300, "-params", "n_steps:32", "beta:0.04", "kl_in_reward:True",
+        "kl_target:0.01", "kl_horizon:1000", "ref_update_interval:2", "ref_mixup_alpha:0.5",
+    )  # fmt: skip
+    assert config["kl_in_reward"] is True and (config["kl_target"], config["kl_horizon"]) == (0.01, 1000)
+    assert (config["ref_update_interval"], config["ref_mixup_alpha"]) == (2, 0.5)
+
+
 def test_clip_range_high_schedule_and_unclipped_adaptive_kl(tmp_path):
     """rl_zoo3 schedules only its own keys and refuses ``None``; registration teaches it ours."""
     config = _train_and_enjoy(

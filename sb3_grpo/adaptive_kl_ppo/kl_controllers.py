@@ -27,6 +27,8 @@ import numbers
 import warnings
 from typing import Any, ClassVar, cast
 
+from sb3_grpo.common.kl_control import adapt_kl_coef
+
 __all__ = [
     "KL_CONTROLLERS",
     "FixedKLController",
@@ -148,7 +150,8 @@ class RLlibKLController(KLController):
 class ProportionalKLController(KLController):
     """
     Ziegler et al. (2019)'s proportional controller: ``e = clip(d / target - 1, -0.2, 0.2)``,
-    ``beta *= 1 + e * n_steps / horizon``.
+    ``beta *= 1 + e * n_steps / horizon`` (:func:`~sb3_grpo.common.kl_control.adapt_kl_coef`, also GRPO's
+    ``kl_target``).
 
     :param kl_horizon: the controller's horizon in samples (> 0; Ziegler et al. use 10,000). Per update ``beta``
         moves by at most a factor ``1 +- 0.2 * n_steps / kl_horizon``.
@@ -169,8 +172,7 @@ class ProportionalKLController(KLController):
         self.kl_horizon = float(kl_horizon)
 
     def _next(self, measured_kl: float, n_steps: int) -> float:
-        error = min(max(measured_kl / self.target_kl - 1.0, -0.2), 0.2)
-        return self.kl_coef * (1.0 + error * n_steps / self.kl_horizon)
+        return adapt_kl_coef(self.kl_coef, measured_kl, self.target_kl, n_steps, self.kl_horizon)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "kl_horizon": self.kl_horizon}

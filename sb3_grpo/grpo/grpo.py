@@ -20,6 +20,7 @@ from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.collector import NonReproducibleResetError
 from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import KL_ESTIMATORS, kl_estimate
+from sb3_grpo.common.kl_control import kl_argument_problem, next_beta, penalize_rewards, reference_log_probs
 from sb3_grpo.common.policies import ActorPolicy
 from sb3_grpo.common.policy_losses import PolicyLossInputs, policy_loss_name, run_policy_loss
 from sb3_grpo.grpo.batch import build_batch
@@ -39,7 +40,7 @@ GRPO_TRAIN_KEYS = frozenset(
     f"train/{key}"
     for key in (
         "policy_gradient_loss", "entropy_loss", "approx_kl", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
-        "importance_ess", "kl_ref", "loss", "clip_range", "clip_range_high", "std", "log_std_max", "n_updates",
+        "importance_ess", "kl_ref", "beta", "loss", "clip_range", "clip_range_high", "std", "log_std_max", "n_updates",
         "learning_rate", "group_reward_std", "zero_std_group_fraction",
     )
 )  # fmt: skip
@@ -58,7 +59,8 @@ class GRPO(GroupSamplingAlgorithm):
     batch's standard deviation). The loss per step is the policy loss (``policy_loss``, default the clipped
     surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = pi_theta / pi_old``), plus
     ``beta * KL(pi_theta || pi_ref)`` estimated with ``kl_estimator`` (default k3,
-    ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``), minus the entropy bonus, averaged as ``loss_type`` says.
+    ``pi_ref/pi_theta - log(pi_ref/pi_theta) - 1``; with ``kl_in_reward`` a penalty of the rewards instead), minus the
+    entropy bonus, averaged as ``loss_type`` says.
 
     :param policy: the policy model (``MlpPolicy``, ``CnnPolicy``, ``MultiInputPolicy``): actor only.
     :param env: the environment (a registered id, a Gymnasium env or a VecEnv: DummyVecEnv or SubprocVecEnv,
@@ -82,9 +84,12 @@ class GRPO(GroupSamplingAlgorithm):
         a float or a schedule.
     :param clip_range_high: upper clipping parameter eps_high (DAPO's "clip-higher"), ``None`` = ``clip_range``.
     :param beta: coefficient of the KL penalty to the reference policy. ``0`` skips the reference policy entirely
-        (no copy, no forward pass).
-    :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` copies the current policy
-        into the reference every ``k`` updates (one update = one call of ``train``).
+        (no copy, no forward pass). With ``kl_target`` the initial coefficient: ``model.beta`` then holds the adapted
+        one (saved with the model).
+    :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` moves the reference toward the
+        current policy every ``k`` updates (one update = one call of ``train``), as ``ref_mixup_alpha`` says.
+    :param ref_mixup_alpha: the reference moves to ``ref_mixup_alpha * policy + (1 - ref_mixup_alpha) * reference``,
+        parameter by parameter (TRL's ``ref_model_mixup_alpha``, from TR-DPO); ``1`` (default): a copy of the policy.
     :param loss_type: how the per-step losses are aggregated into the batch loss (for every ``policy_loss``):
         ``"grpo"`` (mean over each trajectory's steps, then over trajectories: verl's ``loss_agg_mode``
         ``"seq-mean-token-mean"``), ``"bnpo"`` / ``"dapo"`` (mean over all steps of the batch: verl's
@@ -105,6 +110,18 @@ class GRPO(GroupSamplingAlgorithm):
         ``log_ratio = log pi_ref - log pi_theta`` on the batch's actions: ``"k1"`` (``-log_ratio``), ``"k2"``
         (``log_ratio**2 / 2``), ``"k3"`` (default, ``exp(log_ratio) - 1 - log_ratio``), ``"k3+"`` (the value of k3 with
         the gradient of k2, verl's straight-through estimator, whose gradient is the KL's in expectation).
+    :param kl_in_reward: where the KL penalty acts (verl's ``use_kl_in_reward``): ``False`` (default) in the loss, as
+        above; ``True`` in the reward: ``beta`` times the ``kl_estimator`` value of ``KL(pi_old || pi_ref)`` at each
+        step (behaviour and reference log-probabilities at rollout time, no gradient) comes off the rewards before the
+        advantages, and the loss has no KL term. Off each step's reward where rewards come at every step (verl: each
+        token's); where every trajectory is rewarded on its last step only, the trajectory's sum comes off that
+        outcome, which is what outcome estimators read (verl's GRPO sums the token rewards) and keeps ``group_auto``'s
+        choice (:func:`~sb3_grpo.common.kl_control.penalize_rewards`). ``train/kl_ref`` logs that rollout-time KL.
+    :param kl_target: adapt ``beta`` after every update toward this KL (verl's ``AdaptiveKLController``, Ziegler et
+        al. 2019): ``beta *= 1 + clip(kl / kl_target - 1, -0.2, 0.2) * n / kl_horizon``, ``kl`` the update's
+        ``train/kl_ref``, ``n`` its batch's trajectories. Needs ``beta > 0``; ``None`` (default): a fixed ``beta``.
+    :param kl_horizon: the horizon of the ``kl_target`` rule, in trajectories (verl's ``horizon``, in sequences:
+        10000 by default): per update ``beta`` moves by at most a factor ``1 +- 0.2 * n / kl_horizon``.
     :param top_entropy_quantile: train the policy loss only on the steps of each minibatch whose policy entropy is in
         the top ``top_entropy_quantile`` share (TRL's ``top_entropy_quantile``, "Beyond the 80/20 rule",
         arXiv:2506.01939, recommends 0.2): the other steps' weights are zeroed before the policy loss sees them (the
@@ -211,12 +228,16 @@ class GRPO(GroupSamplingAlgorithm):
         clip_range_high: float | Schedule | None = None,
         beta: float = 0.0,
         ref_update_interval: int | None = None,
+        ref_mixup_alpha: float = 1.0,
         loss_type: str = "bnpo",
         group_loss_scale: str = "mean",
         importance_sampling_level: str = "step",
         policy_loss: Any = "clip",
         policy_loss_kwargs: dict[str, Any] | None = None,
         kl_estimator: str = "k3",
+        kl_in_reward: bool = False,
+        kl_target: float | None = None,
+        kl_horizon: float = 10_000,
         top_entropy_quantile: float | None = None,
         reward_functions: Sequence[str | Callable] | str | Callable | None = None,
         reward_weights: Sequence[float] | None = None,
@@ -253,6 +274,9 @@ class GRPO(GroupSamplingAlgorithm):
                 clip_range_high=(clip_range_high, "schedule?"),
                 beta=(beta, "float"),
                 ref_update_interval=(ref_update_interval, "int?"),
+                ref_mixup_alpha=(ref_mixup_alpha, "float"),
+                kl_target=(kl_target, "float?"),
+                kl_horizon=(kl_horizon, "float"),
                 target_kl=(target_kl, "float?"),
                 advantage_kwargs=(advantage_kwargs, "dict?"),  # copied with dict() below: check it first
                 policy_loss=(policy_loss, "policy_loss"),
@@ -303,6 +327,7 @@ class GRPO(GroupSamplingAlgorithm):
         self.clip_range_high = clip_range_high
         self.beta = beta
         self.ref_update_interval = ref_update_interval
+        self.ref_mixup_alpha = ref_mixup_alpha
         self.loss_type = loss_type
         self.loss_constant: float | None = None  # dr_grpo's constant, set by the first batch (saved with the model)
         self.group_loss_scale = group_loss_scale
@@ -310,6 +335,9 @@ class GRPO(GroupSamplingAlgorithm):
         self.policy_loss = policy_loss
         self.policy_loss_kwargs = dict(policy_loss_kwargs or {})
         self.kl_estimator = kl_estimator
+        self.kl_in_reward = kl_in_reward
+        self.kl_target = kl_target
+        self.kl_horizon = kl_horizon
         self.top_entropy_quantile = top_entropy_quantile
         self.reward_gammas = None if reward_gammas is None else [float(g) for g in reward_gammas]
         self.target_kl = target_kl
@@ -354,6 +382,9 @@ class GRPO(GroupSamplingAlgorithm):
             )
         if self.kl_estimator not in KL_ESTIMATORS:
             fail(f"kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
+        problem = kl_argument_problem(self.beta, self.kl_in_reward, self.kl_target, self.kl_horizon)
+        if problem is not None:
+            fail(problem)
         quantile = self.top_entropy_quantile
         if quantile is not None and not (0 < quantile <= 1):
             fail(
@@ -431,26 +462,35 @@ class GRPO(GroupSamplingAlgorithm):
     def _has_batch(self) -> bool:
         return super()._has_batch() and bool(np.any(self.rollout_buffer.weights > 0))  # type: ignore[attr-defined]
 
-    def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> None:
-        """Advantages, loss weights and the batch (:func:`sb3_grpo.grpo.batch.build_batch`)."""
+    def _fill_batch(self, scored: ScoredRollout, rollout_buffer: GroupRolloutBuffer, env: VecEnv) -> dict[str, float] | None:
+        """Advantages, loss weights and the batch (:func:`sb3_grpo.grpo.batch.build_batch`), with ``kl_in_reward``
+        after the KL penalty of the rewards (its ``train/kl_ref`` and ``train/beta`` returned)."""
         loss_constant = self.loss_constant
         if self.loss_type == "dr_grpo" and self.branch_common_noise:  # every trajectory of the batch is one step long
             loss_constant = 1.0
         elif self.loss_type == "dr_grpo" and loss_constant is None:  # the env's time limit, if it has one
             loss_constant = getattr(env.get_attr("spec", indices=[0])[0], "max_episode_steps", None) or None
+        reward_gammas, stats = self.reward_gammas, None
+        reference = self._reference_as_asked() if self.kl_in_reward else None
+        if reference is not None:  # the KL penalty in the reward (kl_control.penalize_rewards)
+            ref_log_prob = reference_log_probs(reference, scored, self.observation_space, self.action_space, self.device)
+            scored, kl_ref = penalize_rewards(scored, ref_log_prob, self.beta, self.kl_estimator)
+            reward_gammas = None if reward_gammas is None else [*reward_gammas, self.gamma]  # the penalty's stream
+            stats = {"train/kl_ref": kl_ref, "train/beta": self.beta}
         self.loss_constant = build_batch(
             scored,
             rollout_buffer,
             estimator=self._estimator,
             gamma=self.gamma,
             group_size=self.group_size,
-            reward_gammas=self.reward_gammas,
+            reward_gammas=reward_gammas,
             loss_type=self.loss_type,
             loss_constant=None if loss_constant is None else float(loss_constant),
             group_loss_scale=self.group_loss_scale,
             first_steps_only=bool(self.branch_common_noise),
             policy=self.policy,
         )
+        return stats
 
     # ------------------------------------------------------------------ update
 
@@ -466,6 +506,7 @@ class GRPO(GroupSamplingAlgorithm):
             buffer.ref_log_prob = buffer.log_prob_under(self.ref_policy)
 
         policy_loss = self._policy_loss
+        beta, kl_in_loss = self.beta, self.ref_policy is not None and not self.kl_in_reward
         pg_losses, kl_refs, entropies, approx_kls = [], [], [], []
         ratio_stats: list[tuple[float, float, float, float]] = []
         loss_stats: dict[str, list[float]] = {}
@@ -493,9 +534,9 @@ class GRPO(GroupSamplingAlgorithm):
                 )
                 policy_term = outputs.per_step if mask is None else outputs.per_step * mask
                 per_step = policy_term
-                if self.ref_policy is not None:
+                if kl_in_loss:
                     kl_ref = kl_estimate(batch.ref_log_prob - log_prob, self.kl_estimator)  # KL(pi_theta || pi_ref)
-                    per_step = per_step + self.beta * kl_ref
+                    per_step = per_step + beta * kl_ref
                     kl_refs.append(float((batch.weights * kl_ref.detach()).sum() / batch.weights.sum().clamp_min(1e-12)))
                 if entropy is None:
                     entropy = -log_prob
@@ -529,6 +570,9 @@ class GRPO(GroupSamplingAlgorithm):
         if approx_kls:
             self._adapt_learning_rate(float(np.mean(approx_kls)))
         self._end_update()
+        kl_to_ref = (float(np.mean(kl_refs)) if kl_refs else 0.0) if kl_in_loss else buffer.stats.get("train/kl_ref", 0.0)
+        if self.kl_target is not None and self.ref_policy is not None:  # from the KL logged as train/kl_ref
+            self.beta = next_beta("GRPO", beta, kl_to_ref, self.kl_target, buffer.n_trajectories, self.kl_horizon)
 
         for key, values in loss_stats.items():
             self.logger.record(f"train/{key}", float(np.mean(values)))
@@ -540,7 +584,9 @@ class GRPO(GroupSamplingAlgorithm):
         self.logger.record("train/clip_fraction_low", float(clip_low))
         self.logger.record("train/clip_fraction_high", float(clip_high))
         self.logger.record("train/importance_ess", float(ess))
-        self.logger.record("train/kl_ref", float(np.mean(kl_refs)) if kl_refs else 0.0)
+        self.logger.record("train/kl_ref", kl_to_ref)
+        if kl_in_loss:  # with kl_in_reward, train/beta is logged with the rollout's statistics
+            self.logger.record("train/beta", beta)
         self.logger.record("train/loss", float(loss.item()))
         self.logger.record("train/clip_range", eps_low)
         if self.clip_range_high is not None:

@@ -39,8 +39,8 @@ class OnlineDPO(GroupSamplingAlgorithm):
 
     with ``log pi(tau)`` the sum of the policy's log-probabilities of the trajectory's actions: the env's start-state
     and transition probabilities are the same under both policies and cancel in each ratio. ``loss_type="ipo"`` uses
-    IPO's ``(h - 1/(2 beta))^2`` instead. The reference ``pi_ref`` is the initial policy, or the current policy copied
-    every ``ref_update_interval`` rollouts.
+    IPO's ``(h - 1/(2 beta))^2`` instead. The reference ``pi_ref`` is the initial policy, or moves toward the current
+    policy every ``ref_update_interval`` rollouts (TR-DPO, with ``ref_mixup_alpha``).
 
     :param policy: the policy model (``MlpPolicy``, ``CnnPolicy``, ``MultiInputPolicy``): actor only.
     :param env: the environment (a registered id, a Gymnasium env or a VecEnv, as for :class:`~sb3_grpo.GRPO`).
@@ -58,8 +58,11 @@ class OnlineDPO(GroupSamplingAlgorithm):
     :param loss_type: ``"sigmoid"`` (DPO) or ``"ipo"`` (IPO: a squared loss that keeps ``h`` near ``1 / (2 beta)``).
     :param pairs: ``"best_worst"`` (one pair per group: its best and its worst member; among equal best or worst
         scores the first member) or ``"all"`` (every pair of members with different scores).
-    :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` copies the current policy into
-        the reference after every ``k``-th update (one update = one rollout's ``train``).
+    :param ref_update_interval: ``None`` keeps the initial policy as reference; ``k`` moves the reference toward the
+        current policy after every ``k``-th update (one update = one rollout's ``train``), as ``ref_mixup_alpha`` says.
+    :param ref_mixup_alpha: the reference moves to ``ref_mixup_alpha * policy + (1 - ref_mixup_alpha) * reference``,
+        parameter by parameter (TR-DPO, Gorbatovski et al. 2024, arXiv:2404.09656: its soft update, TRL's
+        ``ref_model_mixup_alpha`` with ``sync_ref_model``); ``1`` (default): a copy of the policy (TR-DPO's hard update).
     :param reward_functions: names of registered reward functions or callables ``f(trajectory) -> float or (L,)``;
         their combined score orders the members of a group. ``None`` (default): the reward functions the env
         declares in ``env.metadata["reward_functions"]``, else ``["episodic_return"]``.
@@ -112,6 +115,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
         loss_type: str = "sigmoid",
         pairs: str = "best_worst",
         ref_update_interval: int | None = None,
+        ref_mixup_alpha: float = 1.0,
         reward_functions: Sequence[str | Callable] | str | Callable | None = None,
         reward_weights: Sequence[float] | None = None,
         reward_aggregation: str = "sum_then_normalize",
@@ -135,7 +139,14 @@ class OnlineDPO(GroupSamplingAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
-        check_argument_types("OnlineDPO", dict(beta=(beta, "float"), ref_update_interval=(ref_update_interval, "int?")))
+        check_argument_types(
+            "OnlineDPO",
+            dict(
+                beta=(beta, "float"),
+                ref_update_interval=(ref_update_interval, "int?"),
+                ref_mixup_alpha=(ref_mixup_alpha, "float"),
+            ),
+        )
         super().__init__(
             policy,
             env,
@@ -172,6 +183,7 @@ class OnlineDPO(GroupSamplingAlgorithm):
         self.loss_type = loss_type
         self.pairs = pairs
         self.ref_update_interval = ref_update_interval
+        self.ref_mixup_alpha = ref_mixup_alpha
         self._finish_init(None, None, _init_setup_model)
 
     # ------------------------------------------------------------------ set-up

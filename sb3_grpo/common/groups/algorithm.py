@@ -43,7 +43,7 @@ from sb3_grpo.common.groups.dynamic_sampling import (
 from sb3_grpo.common.groups.env_hooks import install_group_reset, is_group_reset_class
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats, score_rollout
 from sb3_grpo.common.policies import ActorPolicy, CnnPolicy, MlpPolicy, MultiInputPolicy
-from sb3_grpo.common.reference import frozen_copy
+from sb3_grpo.common.reference import frozen_copy, update_reference
 from sb3_grpo.common.reward_scoring import RewardCombiner
 from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.plugins import get_reward_function
@@ -87,8 +87,10 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     _no_signal_rollouts: int = 0
     #: The frozen reference policy (see :meth:`_uses_reference`), ``None`` where the algorithm keeps none.
     ref_policy: ActorPolicy | None = None
-    #: ``None`` keeps the initial policy as reference; ``k`` copies the current policy into it every ``k`` updates.
+    #: ``None`` keeps the initial policy as reference; ``k`` moves it toward the current policy every ``k`` updates.
     ref_update_interval: int | None = None
+    #: The weight of the policy when the reference moves: ``alpha * policy + (1 - alpha) * reference`` (1: a copy).
+    ref_mixup_alpha: float = 1.0
     #: Updates done so far (they time the reference policy's refreshes; saved with the model, for exact resume).
     _updates_done: int = 0
 
@@ -250,6 +252,19 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
         if problem is not None:
             fail(problem)
+        alpha = self.ref_mixup_alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, NUMBER_TYPES) or not 0 < alpha <= 1:
+            fail(
+                f"ref_mixup_alpha must be a number in (0, 1] (the weight of the policy when the reference moves toward it "
+                f"every ref_update_interval updates; 1: a copy), got {alpha!r}"
+            )
+        if alpha != 1 and (self.ref_update_interval is None or not self._uses_reference()):
+            warnings.warn(
+                f"{self._algorithm_name}: ref_mixup_alpha={alpha!r} has no effect: the reference policy never moves "
+                "(ref_update_interval=None) or there is none (beta=0). Set ref_update_interval (e.g. 10) for a moving "
+                "reference.",
+                stacklevel=5,
+            )
 
     def _setup_model(self) -> None:
         """The policy, ``log_std_max``'s schedule, the reward functions, the buffer and the group seeds."""
@@ -480,12 +495,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
 
     def _begin_update(self) -> bool:
         """The start of every update: training mode, the learning rate of this update, the batch's ``train/``
-        statistics logged. ``False`` (with ``train/n_updates`` logged) when the batch has nothing to train on. A
-        reference policy that the arguments now ask for (``beta`` set above 0 by hand) is the current policy."""
-        if self._uses_reference() and self.ref_policy is None:
-            self.ref_policy = frozen_copy(self.policy)
-        elif not self._uses_reference():
-            self.ref_policy = None
+        statistics logged. ``False`` (with ``train/n_updates`` logged) when the batch has nothing to train on."""
+        self._reference_as_asked()
         self.policy.set_training_mode(True)
         self._update_learning_rate(self.policy.optimizer)
         for key, value in self.rollout_buffer.stats.items():  # type: ignore[attr-defined]
@@ -496,13 +507,23 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         return False
 
+    def _reference_as_asked(self) -> ActorPolicy | None:
+        """The reference policy the arguments ask for now: a reference that they newly ask for (``beta`` set above 0
+        by hand) is the current policy; one they no longer ask for is dropped."""
+        if self._uses_reference() and self.ref_policy is None:
+            self.ref_policy = frozen_copy(self.policy)
+        elif not self._uses_reference():
+            self.ref_policy = None
+        return self.ref_policy
+
     def _end_update(self) -> None:
-        """The end of every update that trained: count it, and copy the policy into the reference policy every
-        ``ref_update_interval`` updates."""
+        """The end of every update that trained: count it, and every ``ref_update_interval`` updates move the reference
+        policy to ``ref_mixup_alpha * policy + (1 - ref_mixup_alpha) * reference``
+        (:func:`~sb3_grpo.common.reference.update_reference`; ``ref_mixup_alpha=1``: a copy of the policy)."""
         self._updates_done += 1
         interval = self.ref_update_interval
         if self.ref_policy is not None and interval is not None and self._updates_done % interval == 0:
-            self.ref_policy.load_state_dict(self.policy.state_dict())
+            update_reference(self.ref_policy, self.policy, self.ref_mixup_alpha)
 
     def _stopped_in_rollout(self) -> bool:
         """A callback stopped ``learn`` during the rollout, whose part collected so far is discarded: the model now is
