@@ -184,6 +184,12 @@ class AlgorithmMixin:
         """Refuse an argument: ``ValueError("<Algorithm>: <message>")``."""
         raise ValueError(f"{self._algorithm_name}: {message}")
 
+    def _check_choice(self, name: str, value: Any, choices: tuple[Any, ...], meaning: str = "") -> None:
+        """Refuse ``value`` unless it is one of ``choices``: ``"<name> must be one of <choices><meaning>, got <value>"``
+        (``meaning``, e.g. ``" ('sigmoid': DPO, 'ipo': IPO)"``, says what the choices do)."""
+        if value not in choices:
+            self._fail(f"{name} must be one of {choices}{meaning}, got {value!r}")
+
     def _finish_init(self, advantage_estimator: Any, advantage_kwargs: dict[str, Any] | None, setup_model: bool) -> None:
         """The end of every constructor: the estimator's arguments, the argument checks, then SB3's set-up."""
         estimator_name, kwargs_name = self.estimator_arguments

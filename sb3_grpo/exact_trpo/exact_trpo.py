@@ -250,8 +250,7 @@ class ExactTRPO(AlgorithmMixin, TRPO):
                 "step is already sized by its KL (target_kl, the trust region) and learning_rate is the critic's. Set "
                 "target_kl for the policy and a number or a schedule of the progress as learning_rate."
             )
-        if self.fisher_solver not in FISHER_SOLVERS:
-            fail(f"fisher_solver must be one of {FISHER_SOLVERS}, got {self.fisher_solver!r}")
+        self._check_choice("fisher_solver", self.fisher_solver, FISHER_SOLVERS)
         if not self.target_kl > 0:
             fail(f"target_kl (the trust-region size delta) must be > 0, got {self.target_kl!r}")
         if self.fisher_solver != "cg" and not self.cg_damping > 0:
@@ -269,8 +268,7 @@ class ExactTRPO(AlgorithmMixin, TRPO):
         if self.n_critic_updates < 1:
             fail(f"n_critic_updates (critic epochs per update) must be >= 1, got {self.n_critic_updates!r}")
         self._warn_batch_size(self.batch_size, f"batch_size (the critic's minibatch, {self.batch_size})")
-        if self.kl_action_reduction not in KL_ACTION_REDUCTIONS:
-            fail(f"kl_action_reduction must be one of {KL_ACTION_REDUCTIONS}, got {self.kl_action_reduction!r}")
+        self._check_choice("kl_action_reduction", self.kl_action_reduction, KL_ACTION_REDUCTIONS)
         if self.fisher_refine_tol is not None and not 0 < self.fisher_refine_tol < 1:
             fail(f"fisher_refine_tol must be None or in (0, 1), got {self.fisher_refine_tol!r}")
         if not self.fisher_memory_budget > 0:

@@ -351,21 +351,13 @@ class GRPO(GroupSamplingAlgorithm):
         self._check_group_arguments()
         if self.beta < 0 or not np.isfinite(self.beta):
             fail(f"beta must be a finite number >= 0 (0 disables the reference policy), got {self.beta!r}")
-        if self.ref_update_interval is not None and self.ref_update_interval < 1:
-            fail(f"ref_update_interval must be None (keep the initial policy) or >= 1, got {self.ref_update_interval!r}")
         for name in ("clip_range", "clip_range_high"):
             value = getattr(self, name)
             if isinstance(value, (float, int)) and not value > 0:
                 fail(f"{name} must be > 0, got {value!r}")
-        if self.loss_type not in LOSS_TYPES:
-            fail(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        if self.group_loss_scale not in GROUP_LOSS_SCALES:
-            fail(f"group_loss_scale must be one of {GROUP_LOSS_SCALES}, got {self.group_loss_scale!r}")
-        if self.importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
-            fail(
-                f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
-                f"got {self.importance_sampling_level!r}"
-            )
+        self._check_choice("loss_type", self.loss_type, LOSS_TYPES)
+        self._check_choice("group_loss_scale", self.group_loss_scale, GROUP_LOSS_SCALES)
+        self._check_choice("importance_sampling_level", self.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
         check_argument_types(
             "GRPO",
             dict(
@@ -380,8 +372,7 @@ class GRPO(GroupSamplingAlgorithm):
                 f"it does not combine with policy_loss={self.policy_loss!r}. Drop importance_sampling_level (a loss "
                 "that reads whole trajectories says so itself)."
             )
-        if self.kl_estimator not in KL_ESTIMATORS:
-            fail(f"kl_estimator must be one of {KL_ESTIMATORS}, got {self.kl_estimator!r}")
+        self._check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         problem = kl_argument_problem(self.beta, self.kl_in_reward, self.kl_target, self.kl_horizon)
         if problem is not None:
             fail(problem)

@@ -193,15 +193,9 @@ class OnlineDPO(GroupSamplingAlgorithm):
         self._check_group_arguments()
         if not self._positive(self.beta):
             fail(f"beta (the DPO temperature) must be a finite number > 0, got {self.beta!r}")
-        if self.loss_type not in LOSS_TYPES:
-            fail(f"loss_type must be one of {LOSS_TYPES} ('sigmoid': DPO, 'ipo': IPO), got {self.loss_type!r}")
-        if self.pairs not in PAIRINGS:
-            fail(
-                f"pairs must be one of {PAIRINGS} (best against worst member of each group, or every strictly "
-                f"ordered pair), got {self.pairs!r}"
-            )
-        if self.ref_update_interval is not None and self.ref_update_interval < 1:
-            fail(f"ref_update_interval must be None (keep the initial policy) or >= 1, got {self.ref_update_interval!r}")
+        self._check_choice("loss_type", self.loss_type, LOSS_TYPES, " ('sigmoid': DPO, 'ipo': IPO)")
+        meaning = " (best against worst member of each group, or every strictly ordered pair)"
+        self._check_choice("pairs", self.pairs, PAIRINGS, meaning)
 
     def _setup_model(self) -> None:
         super()._setup_model()

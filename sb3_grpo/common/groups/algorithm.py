@@ -203,7 +203,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
     # ------------------------------------------------------------------ set-up
 
     def _check_group_arguments(self) -> None:
-        """Check the arguments this class holds (and SB3's shared ones); a subclass's ``_check_arguments`` calls it."""
+        """Check the arguments this class holds (SB3's shared ones, the groups', the reference policy's); a subclass's
+        ``_check_arguments`` calls it."""
         fail = self._fail
         self._check_shared_arguments()
         if not isinstance(self.group_size, (int, np.integer)) or self.group_size < 2:
@@ -252,6 +253,9 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
         problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
         if problem is not None:
             fail(problem)
+        interval = self.ref_update_interval
+        if interval is not None and interval < 1:
+            fail(f"ref_update_interval must be None (keep the initial policy) or >= 1, got {interval!r}")
         alpha = self.ref_mixup_alpha
         if isinstance(alpha, bool) or not isinstance(alpha, NUMBER_TYPES) or not 0 < alpha <= 1:
             fail(
