@@ -383,66 +383,62 @@ class AdaptiveKLPPO(AlgorithmMixin, OnPolicyAlgorithm):
 
         entropy_losses, pg_losses, value_losses, kl_losses, clip_fractions = [], [], [], [], []
         approx_kl_divs: list[float] = []
-        continue_training = True
-        loss = th.zeros(())
-        for epoch in range(self.n_epochs):
-            approx_kl_divs = []
-            for rollout_data in buffer.get(self.batch_size):  # PPO's minibatches
-                actions = self._actions(rollout_data.actions)
 
-                values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
-                # evaluate_actions leaves this minibatch's (differentiable) distribution in policy.action_dist.
-                distribution = self.policy.action_dist
-                values = values.flatten()
-                advantages = rollout_data.advantages
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        def epoch_minibatches() -> Iterator[Any]:
+            approx_kl_divs.clear()  # train/approx_kl is the last epoch's mean, as in SB3's PPO
+            return buffer.get(self.batch_size)  # PPO's minibatches
 
-                log_ratio = log_prob - rollout_data.old_log_prob
-                ratio = th.exp(log_ratio)
-                if clip_range is None:
-                    policy_loss = -(advantages * ratio).mean()
+        def minibatch_loss(rollout_data: Any) -> tuple[th.Tensor, float]:
+            actions = self._actions(rollout_data.actions)
+
+            values, log_prob, entropy = self.policy.evaluate_actions(rollout_data.observations, actions)
+            # evaluate_actions leaves this minibatch's (differentiable) distribution in policy.action_dist.
+            distribution = self.policy.action_dist
+            values = values.flatten()
+            advantages = rollout_data.advantages
+            if self.normalize_advantage and len(advantages) > 1:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+            log_ratio = log_prob - rollout_data.old_log_prob
+            ratio = th.exp(log_ratio)
+            if clip_range is None:
+                policy_loss = -(advantages * ratio).mean()
+            else:
+                policy_loss_1 = advantages * ratio
+                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+                clip_fractions.append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
+            pg_losses.append(policy_loss.item())
+
+            if clip_range_vf is None:
+                values_pred = values
+            else:
+                values_pred = rollout_data.old_values + th.clamp(
+                    values - rollout_data.old_values, -clip_range_vf, clip_range_vf
+                )
+            value_loss = F.mse_loss(rollout_data.returns, values_pred)
+            value_losses.append(value_loss.item())
+
+            entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
+            entropy_losses.append(entropy_loss.item())
+
+            loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+            if beta > 0:
+                if self.kl_estimator == "exact":
+                    kl = exact_kl(rollout_data.old_distribution, distribution).mean()
                 else:
-                    policy_loss_1 = advantages * ratio
-                    policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                    policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-                    clip_fractions.append(th.mean((th.abs(ratio - 1) > clip_range).float()).item())
-                pg_losses.append(policy_loss.item())
+                    kl = kl_estimate(log_ratio, self.kl_estimator).mean()
+                kl_loss = beta * kl
+                loss = loss + kl_loss
+                kl_losses.append(kl_loss.item())
 
-                if clip_range_vf is None:
-                    values_pred = values
-                else:
-                    values_pred = rollout_data.old_values + th.clamp(
-                        values - rollout_data.old_values, -clip_range_vf, clip_range_vf
-                    )
-                value_loss = F.mse_loss(rollout_data.returns, values_pred)
-                value_losses.append(value_loss.item())
+            # PPO's approximate KL (k3), for logging and for early stopping.
+            with th.no_grad():
+                approx_kl_div = float(th.mean(th.expm1(log_ratio) - log_ratio))
+                approx_kl_divs.append(approx_kl_div)
+            return loss, approx_kl_div
 
-                entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
-                entropy_losses.append(entropy_loss.item())
-
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-                if beta > 0:
-                    if self.kl_estimator == "exact":
-                        kl = exact_kl(rollout_data.old_distribution, distribution).mean()
-                    else:
-                        kl = kl_estimate(log_ratio, self.kl_estimator).mean()
-                    kl_loss = beta * kl
-                    loss = loss + kl_loss
-                    kl_losses.append(kl_loss.item())
-
-                # PPO's approximate KL (k3), for logging and for early stopping.
-                with th.no_grad():
-                    approx_kl_div = float(th.mean(th.expm1(log_ratio) - log_ratio))
-                    approx_kl_divs.append(approx_kl_div)
-                if self._stops_early(approx_kl_div, self.early_stop_kl, epoch):
-                    continue_training = False
-                    break
-                self._gradient_step(loss)
-
-            self._n_updates += 1
-            if not continue_training:
-                break
+        loss, _ = self._train_epochs(epoch_minibatches, minibatch_loss, self.early_stop_kl)
 
         # The beta update, from the KL the whole update produced (policy as it will act: eval mode).
         self.policy.set_training_mode(False)

@@ -3,7 +3,8 @@ What every sb3_grpo algorithm does the same way: :class:`AlgorithmMixin`, mixed 
 algorithm extends (``class GRPO(AlgorithmMixin, OnPolicyAlgorithm)``).
 
 A new algorithm sets :attr:`AlgorithmMixin.estimator_provides` and writes only its own parts: its arguments (checked
-with :meth:`AlgorithmMixin._fail`), its rollout if it differs from SB3's, and ``train``. With SB3's rollout buffer,
+with :meth:`AlgorithmMixin._fail`), its rollout if it differs from SB3's, and ``train`` (the loss of one minibatch,
+which :meth:`AlgorithmMixin._train_epochs` runs over PPO's epochs). With SB3's rollout buffer,
 ``_setup_model`` wires the estimator into it; an algorithm that builds its own batch (GRPO) calls
 :meth:`AlgorithmMixin._setup_estimator` from its own ``_setup_model``.
 """
@@ -17,7 +18,7 @@ import math
 import numbers
 import pathlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 import numpy as np
@@ -46,6 +47,7 @@ from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estim
 __all__ = ["CRITIC_PROVIDES", "GROUP_PROVIDES", "AlgorithmMixin", "fitting_estimators", "make_advantage_estimator"]
 
 _Self = TypeVar("_Self", bound="AlgorithmMixin")
+_Batch = TypeVar("_Batch")
 
 #: True while SB3's ``load`` builds a model (see :meth:`AlgorithmMixin._setup_lr_schedule`).
 _LOADING: contextvars.ContextVar[bool] = contextvars.ContextVar("sb3_grpo_loading", default=False)
@@ -162,6 +164,8 @@ class AlgorithmMixin:
     n_steps: int
     ent_coef: float
     max_grad_norm: float  # None where an algorithm allows it: no clipping (see _gradient_step)
+    n_epochs: int  # where the algorithm has epochs (see _train_epochs)
+    _n_updates: int
     verbose: int
     _current_progress_remaining: float
     _total_timesteps: int
@@ -430,6 +434,40 @@ class AlgorithmMixin:
             grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
         self.policy.optimizer.step()
         return grad_norm
+
+    def _train_epochs(
+        self,
+        minibatches: Callable[[], Iterable[_Batch]],
+        minibatch_loss: Callable[[_Batch], tuple[th.Tensor, float | None]],
+        target_kl: float | None = None,
+    ) -> tuple[th.Tensor, list[th.Tensor]]:
+        """The epochs of an update, as SB3's PPO runs them: ``n_epochs`` passes over ``minibatches()``, each
+        minibatch's loss followed by PPO's early stop (:meth:`_stops_early`) or a gradient step
+        (:meth:`_gradient_step`); ``_n_updates`` counts the epochs run, the one stopped in included.
+
+        :param minibatches: the minibatches of one epoch, called at the start of each (each epoch draws its order).
+        :param minibatch_loss: the algorithm's loss of a minibatch (it records its own statistics) and the minibatch's
+            approximate KL(pi_old || pi) (``None``: not measured, no early stop).
+        :param target_kl: stop the update before the step of a minibatch whose approximate KL exceeds
+            ``1.5 * target_kl`` (``None``: never).
+        :return: the last minibatch's loss (the one stopped at included; 0 without minibatches) and the gradient norms
+            of the steps made, before clipping (none without ``max_grad_norm``).
+        """
+        loss, grad_norms = th.zeros(()), []
+        continue_training = True
+        for epoch in range(self.n_epochs):
+            for batch in minibatches():
+                loss, approx_kl = minibatch_loss(batch)
+                if approx_kl is not None and self._stops_early(approx_kl, target_kl, epoch):
+                    continue_training = False
+                    break
+                grad_norm = self._gradient_step(loss)
+                if grad_norm is not None:
+                    grad_norms.append(grad_norm)
+            self._n_updates += 1
+            if not continue_training:
+                break
+        return loss, grad_norms
 
     def _stops_early(self, approx_kl: float, limit: float | None, epoch: int) -> bool:
         """PPO's early stopping: whether a minibatch's approximate KL exceeds ``1.5 * limit`` (``None``: never)."""

@@ -16,7 +16,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_grpo.common.arguments import check_argument_types
 from sb3_grpo.common.base_class import GROUP_PROVIDES
 from sb3_grpo.common.groups.algorithm import NUMBER_TYPES, GroupSamplingAlgorithm
-from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
+from sb3_grpo.common.groups.buffers import GroupRolloutBuffer, GroupRolloutBufferSamples
 from sb3_grpo.common.groups.collector import NonReproducibleResetError
 from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.common.kl import KL_ESTIMATORS, kl_estimate
@@ -501,62 +501,60 @@ class GRPO(GroupSamplingAlgorithm):
         pg_losses, kl_refs, entropies, approx_kls = [], [], [], []
         ratio_stats: list[tuple[float, float, float, float]] = []
         loss_stats: dict[str, list[float]] = {}
-        continue_training = True
-        for epoch in range(self.n_epochs):
-            for batch in buffer.get(self.batch_size, self._np_rng, by_trajectory=bool(policy_loss.by_trajectory)):
-                log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
-                mask = None
-                if self.top_entropy_quantile is not None:
-                    mask = entropy_mask(-log_prob if entropy is None else entropy, self.top_entropy_quantile)
-                outputs = run_policy_loss(
-                    policy_loss,
-                    PolicyLossInputs(
-                        log_prob=log_prob,
-                        old_log_prob=batch.old_log_prob,
-                        advantages=batch.advantages,
-                        weights=batch.weights if mask is None else batch.weights * mask,
-                        trajectory=batch.trajectory,
-                        n_trajectories=batch.n_trajectories,
-                        clip_range_low=eps_low,
-                        clip_range_high=eps_high,
-                        ref_log_prob=batch.ref_log_prob if self.ref_policy is not None else None,
-                        entropy=entropy,
-                    ),
-                )
-                policy_term = outputs.per_step if mask is None else outputs.per_step * mask
-                per_step = policy_term
-                if kl_in_loss:
-                    kl_ref = kl_estimate(batch.ref_log_prob - log_prob, self.kl_estimator)  # KL(pi_theta || pi_ref)
-                    per_step = per_step + beta * kl_ref
-                    kl_refs.append(float((batch.weights * kl_ref.detach()).sum() / batch.weights.sum().clamp_min(1e-12)))
-                if entropy is None:
-                    entropy = -log_prob
-                if self.ent_coef != 0:  # without the bonus, no backward pass through the entropy
-                    per_step = per_step - self.ent_coef * entropy
-                loss = (batch.weights * per_step).sum()
 
-                with th.no_grad():
-                    weight_sum = batch.weights.sum().clamp_min(1e-12)
-                    pg_losses.append(float((batch.weights * policy_term).sum() / weight_sum))
-                    entropies.append(float(entropy.mean()))
-                    ratio_stats.append(ratio_statistics(outputs.ratio.detach(), batch.advantages, eps_low, eps_high))
-                    for key, value in outputs.stats.items():
-                        if f"train/{key}" in GRPO_TRAIN_KEYS:
-                            raise ValueError(
-                                f"GRPO: the policy loss {policy_loss_name(policy_loss)!r} returned a statistic named "
-                                f"{key!r}, which is one of GRPO's own train/ keys ({', '.join(sorted(GRPO_TRAIN_KEYS))}): "
-                                "give it another name."
-                            )
-                        loss_stats.setdefault(key, []).append(float(value))
-                    approx_kl = float(kl_estimate(log_prob - batch.old_log_prob, "k3").mean())  # KL(pi_old || pi), as PPO
-                    approx_kls.append(approx_kl)
-                if self._stops_early(approx_kl, self.target_kl, epoch):
-                    continue_training = False
-                    break
-                self._gradient_step(loss)
-            self._n_updates += 1
-            if not continue_training:
-                break
+        def minibatch_loss(batch: GroupRolloutBufferSamples) -> tuple[th.Tensor, float]:
+            log_prob, entropy = self.policy.evaluate_actions(batch.observations, batch.actions)
+            mask = None
+            if self.top_entropy_quantile is not None:
+                mask = entropy_mask(-log_prob if entropy is None else entropy, self.top_entropy_quantile)
+            outputs = run_policy_loss(
+                policy_loss,
+                PolicyLossInputs(
+                    log_prob=log_prob,
+                    old_log_prob=batch.old_log_prob,
+                    advantages=batch.advantages,
+                    weights=batch.weights if mask is None else batch.weights * mask,
+                    trajectory=batch.trajectory,
+                    n_trajectories=batch.n_trajectories,
+                    clip_range_low=eps_low,
+                    clip_range_high=eps_high,
+                    ref_log_prob=batch.ref_log_prob if self.ref_policy is not None else None,
+                    entropy=entropy,
+                ),
+            )
+            policy_term = outputs.per_step if mask is None else outputs.per_step * mask
+            per_step = policy_term
+            if kl_in_loss:
+                kl_ref = kl_estimate(batch.ref_log_prob - log_prob, self.kl_estimator)  # KL(pi_theta || pi_ref)
+                per_step = per_step + beta * kl_ref
+                kl_refs.append(float((batch.weights * kl_ref.detach()).sum() / batch.weights.sum().clamp_min(1e-12)))
+            if entropy is None:
+                entropy = -log_prob
+            if self.ent_coef != 0:  # without the bonus, no backward pass through the entropy
+                per_step = per_step - self.ent_coef * entropy
+            loss = (batch.weights * per_step).sum()
+
+            with th.no_grad():
+                weight_sum = batch.weights.sum().clamp_min(1e-12)
+                pg_losses.append(float((batch.weights * policy_term).sum() / weight_sum))
+                entropies.append(float(entropy.mean()))
+                ratio_stats.append(ratio_statistics(outputs.ratio.detach(), batch.advantages, eps_low, eps_high))
+                for key, value in outputs.stats.items():
+                    if f"train/{key}" in GRPO_TRAIN_KEYS:
+                        raise ValueError(
+                            f"GRPO: the policy loss {policy_loss_name(policy_loss)!r} returned a statistic named "
+                            f"{key!r}, which is one of GRPO's own train/ keys ({', '.join(sorted(GRPO_TRAIN_KEYS))}): "
+                            "give it another name."
+                        )
+                    loss_stats.setdefault(key, []).append(float(value))
+                approx_kl = float(kl_estimate(log_prob - batch.old_log_prob, "k3").mean())  # KL(pi_old || pi), as PPO
+                approx_kls.append(approx_kl)
+            return loss, approx_kl
+
+        by_trajectory = bool(policy_loss.by_trajectory)
+        loss, _ = self._train_epochs(
+            lambda: buffer.get(self.batch_size, self._np_rng, by_trajectory=by_trajectory), minibatch_loss, self.target_kl
+        )
 
         if approx_kls:
             self._adapt_learning_rate(float(np.mean(approx_kls)))

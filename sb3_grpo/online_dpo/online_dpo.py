@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -244,31 +244,34 @@ class OnlineDPO(GroupSamplingAlgorithm):
         ref_log_prob = self._reference_log_probs()
         batch_size = len(pairs) if self.batch_size is None else int(self.batch_size)
         losses, accuracies, margins, entropies, approx_kls = [], [], [], [], []
-        for _ in range(self.n_epochs):
+
+        def epoch_minibatches() -> Iterator[np.ndarray]:
             order = self._np_rng.permutation(len(pairs))
-            for start in range(0, len(pairs), batch_size):
-                chosen = pairs[order[start : start + batch_size]]
-                trajectories = np.unique(chosen)  # sorted: the minibatch's trajectory index is a position here
-                samples = buffer.samples_at(buffer.trajectory_steps(trajectories))
-                log_prob, entropy = self.policy.evaluate_actions(samples.observations, samples.actions)
-                log_prob_tau = trajectory_log_probs(log_prob, samples.trajectory, len(trajectories))
-                local = th.as_tensor(np.searchsorted(trajectories, chosen), device=self.device)
-                h = pair_margins(
-                    log_prob_tau, ref_log_prob[th.as_tensor(trajectories, device=self.device)], local[:, 0], local[:, 1]
-                )
-                loss = preference_loss(h, self.beta, self.loss_type).mean()
-                if entropy is None:
-                    entropy = -log_prob
-                if self.ent_coef > 0:
-                    loss = loss - self.ent_coef * entropy.mean()
-                with th.no_grad():
-                    losses.append(float(loss))
-                    accuracies.append(float((h > 0).float().mean()))
-                    margins.append(float((self.beta * h).mean()))
-                    entropies.append(float(entropy.mean()))
-                    approx_kls.append(float(kl_estimate(log_prob - samples.old_log_prob, "k3").mean()))
-                self._gradient_step(loss)
-            self._n_updates += 1
+            return (pairs[order[start : start + batch_size]] for start in range(0, len(pairs), batch_size))
+
+        def minibatch_loss(chosen: np.ndarray) -> tuple[th.Tensor, float]:
+            trajectories = np.unique(chosen)  # sorted: the minibatch's trajectory index is a position here
+            samples = buffer.samples_at(buffer.trajectory_steps(trajectories))
+            log_prob, entropy = self.policy.evaluate_actions(samples.observations, samples.actions)
+            log_prob_tau = trajectory_log_probs(log_prob, samples.trajectory, len(trajectories))
+            local = th.as_tensor(np.searchsorted(trajectories, chosen), device=self.device)
+            h = pair_margins(
+                log_prob_tau, ref_log_prob[th.as_tensor(trajectories, device=self.device)], local[:, 0], local[:, 1]
+            )
+            loss = preference_loss(h, self.beta, self.loss_type).mean()
+            if entropy is None:
+                entropy = -log_prob
+            if self.ent_coef > 0:
+                loss = loss - self.ent_coef * entropy.mean()
+            with th.no_grad():
+                losses.append(float(loss))
+                accuracies.append(float((h > 0).float().mean()))
+                margins.append(float((self.beta * h).mean()))
+                entropies.append(float(entropy.mean()))
+                approx_kls.append(float(kl_estimate(log_prob - samples.old_log_prob, "k3").mean()))
+            return loss, approx_kls[-1]  # no early stop: OnlineDPO has no target_kl
+
+        self._train_epochs(epoch_minibatches, minibatch_loss)
 
         self._adapt_learning_rate(float(np.mean(approx_kls)))
         self._end_update()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -315,28 +316,28 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         advantages = th.as_tensor(batch["advantages"], dtype=th.float32, device=self.device)
         n_samples = len(advantages)
         batch_size = n_samples if self.batch_size is None else min(self.batch_size, n_samples)
-        pg_losses, entropy_losses, grad_norms = [], [], []
+        pg_losses, entropy_losses = [], []
         # The log-probabilities under the policy before this update (the rollout policy), for the update's KL when a
         # KLAdaptiveLR learning rate asks for it.
         measure_kl = isinstance(self.learning_rate, KLAdaptiveLR)
         if measure_kl:
             with th.no_grad():
                 old_log_prob, _ = self.policy.evaluate_actions(obs, actions)
-        for _ in range(self.n_epochs):
+
+        def epoch_minibatches() -> Iterator[th.Tensor]:
             order = th.randperm(n_samples, device=self.device) if batch_size < n_samples else th.arange(n_samples)
-            for start, end in minibatch_bounds(n_samples, batch_size):
-                idx = order[start:end]
-                mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
-                log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])
-                pg_loss = -(log_prob * advantages[idx]).mean()
-                entropy_loss = -th.mean(entropy) if entropy is not None else th.mean(log_prob)
-                loss = pg_loss + self.ent_coef * entropy_loss
-                grad_norm = self._gradient_step(loss)  # None: max_grad_norm=None, nothing clipped
-                if grad_norm is not None:
-                    grad_norms.append(float(grad_norm))
-                pg_losses.append(pg_loss.item())
-                entropy_losses.append(entropy_loss.item())
-            self._n_updates += 1
+            return (order[start:end] for start, end in minibatch_bounds(n_samples, batch_size))
+
+        def minibatch_loss(idx: th.Tensor) -> tuple[th.Tensor, None]:
+            mb_obs = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
+            log_prob, entropy = self.policy.evaluate_actions(mb_obs, actions[idx])
+            pg_loss = -(log_prob * advantages[idx]).mean()
+            entropy_loss = -th.mean(entropy) if entropy is not None else th.mean(log_prob)
+            pg_losses.append(pg_loss.item())
+            entropy_losses.append(entropy_loss.item())
+            return pg_loss + self.ent_coef * entropy_loss, None  # no early stop: REINFORCE has no target_kl
+
+        loss, grad_norms = self._train_epochs(epoch_minibatches, minibatch_loss)  # no norms with max_grad_norm=None
         if measure_kl:
             with th.no_grad():
                 log_prob, _ = self.policy.evaluate_actions(obs, actions)
@@ -352,7 +353,7 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
         self.logger.record("train/n_episodes", batch["n_episodes"])
         self.logger.record("train/n_samples", n_samples)
         if grad_norms:
-            self.logger.record("train/grad_norm", float(np.mean(grad_norms)))
+            self.logger.record("train/grad_norm", float(np.mean([float(norm) for norm in grad_norms])))
         if hasattr(self.policy, "log_std"):
             self.logger.record("train/std", th.exp(self.policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
