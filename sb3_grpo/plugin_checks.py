@@ -1,7 +1,7 @@
 """
-What the objects that plugins register must be: the checks the registries of :mod:`sb3_grpo.plugins` run.
+What the objects that plugins register must be: the checks the registries (:mod:`sb3_grpo.plugin_registry`) run.
 
-The bottom layer with :mod:`sb3_grpo.hookspecs` (it imports nothing else of sb3_grpo): the plugin manager checks
+The bottom layer with :mod:`sb3_grpo.hookspecs` (it imports nothing else of sb3_grpo): the registries check
 what a hook registers with these functions, and the interfaces in :mod:`sb3_grpo.common` (advantage estimators,
 reward functions, state snapshotters, policy losses) build on the same definitions.
 """
@@ -83,7 +83,7 @@ class Interface:
     (advantage estimators, policy losses): what such an object must be, and the words of the messages about it.
 
     :func:`check_estimator` and :func:`check_policy_loss` are the :meth:`check` of :data:`ESTIMATOR` and
-    :data:`POLICY_LOSS`; the plugin manager builds instances with :meth:`build`.
+    :data:`POLICY_LOSS`; the registries build instances with :meth:`build`.
     """
 
     #: the kind in messages ("advantage estimator")

@@ -1,5 +1,6 @@
 """
-The plugin manager of sb3_grpo, and the registries it feeds.
+The plugin manager of sb3_grpo, and the registries it feeds (built here from :mod:`sb3_grpo.plugin_registry`; every
+public name of both is imported from this module).
 
 - One :class:`pluggy.PluginManager` (``pm``) with the hooks of :mod:`sb3_grpo.hookspecs`.
 - Built-in plugins (:data:`DEFAULT_PLUGINS`) register through the very same hooks as third-party ones.
@@ -26,11 +27,9 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
-import threading
 import types
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -39,11 +38,22 @@ from sb3_grpo import hookspecs
 from sb3_grpo.plugin_checks import (
     ESTIMATOR,
     POLICY_LOSS,
-    Interface,
     check_reward_function,
     check_reward_function_signature,
     check_snapshotter,
 )
+from sb3_grpo.plugin_registry import (
+    IN_PROCESS,
+    LOAD_PLUGINS_ENV,
+    FactoryRegistry,
+    PluginError,
+    PluginHost,
+    PluginRecords,
+    PluginWarning,
+    Registry,
+    UnknownNameError,
+)
+from sb3_grpo.plugin_registry import lock as _lock
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -84,7 +94,6 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "sb3_grpo"
-LOAD_PLUGINS_ENV = "SB3_GRPO_LOAD_PLUGINS"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "sb3_grpo.default_plugins.advantage_estimators",
     "sb3_grpo.default_plugins.reward_functions",
@@ -92,47 +101,14 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "sb3_grpo.default_plugins.policy_losses",
     "sb3_grpo.envs.arithmetic_rewards",
 )
-IN_PROCESS = "<in-process>"
-
-
-class PluginError(RuntimeError):
-    """A plugin registered in-process raised while registering or registers something invalid, or a name is claimed
-    by two plugins (raised when that name is used)."""
-
-
-class PluginWarning(UserWarning):
-    """An installed plugin failed to load (it is left out), registers nothing, or claims a name another plugin claims;
-    or ``SB3_GRPO_LOAD_PLUGINS`` names a plugin that is not installed."""
-
-
-class _HookError(PluginError):
-    """A plugin's hook raised or registered something invalid. ``problem`` says what, without naming the plugin."""
-
-    def __init__(self, message: str, problem: str):
-        super().__init__(message)
-        self.problem = problem
-
-
-class UnknownNameError(KeyError):
-    """A name that no plugin registered. The message lists the names that exist."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 pm = pluggy.PluginManager("sb3_grpo")
 pm.add_hookspecs(hookspecs)
 
-_lock = threading.RLock()
 _loaded = False
-#: entry-point name -> "distribution version" (for listings and error messages)
-_plugin_sources: dict[str, str] = {}
-#: installed plugins that SB3_GRPO_LOAD_PLUGINS left out: entry-point name -> (module it names, "distribution version")
-_skipped_plugins: dict[str, tuple[str, str]] = {}
-#: entry-point name -> the module its entry point names (for messages about a plugin that failed)
-_plugin_modules: dict[str, str] = {}
-#: installed plugins left out because they failed to load (import, or a hook sb3_grpo does not define): name -> problem
-_load_failures: dict[str, str] = {}
+#: where each plugin comes from, and those left out or failed (filled while loading)
+_records = PluginRecords(DEFAULT_PLUGINS)
 
 
 # -------------------------------------------------------------------------
@@ -158,52 +134,13 @@ def _selected_entry_points() -> list[importlib.metadata.EntryPoint]:
         )
     for ep in entry_points:
         if ep.name not in names:
-            _skipped_plugins[ep.name] = (ep.value.split(":")[0], _entry_point_source(ep))
+            _records.skipped[ep.name] = (ep.value.split(":")[0], _entry_point_source(ep))
     return [ep for ep in entry_points if ep.name in names]
 
 
 def filter_note() -> str:
     """A sentence for "unknown name" errors when ``SB3_GRPO_LOAD_PLUGINS`` restricts loading ("" when it does not)."""
-    wanted = os.environ.get(LOAD_PLUGINS_ENV)
-    if wanted is None:
-        return ""
-    skipped = ", ".join(f"{name!r} ({source})" for name, (_module, source) in sorted(_skipped_plugins.items()))
-    return (
-        f" {LOAD_PLUGINS_ENV}={wanted!r} is set, so only the plugins it names load"
-        + (f"; installed but not loaded: {skipped}" if skipped else "")
-        + f". Add the plugin's entry-point name to {LOAD_PLUGINS_ENV} (or unset it to load every installed plugin)."
-    )
-
-
-def _failure_note(failures: dict[str, str]) -> str:
-    """A sentence per failed plugin for "unknown name" errors ("" when none failed)."""
-    return "".join(
-        f" Plugin {_describe_failed(name)} failed to load: {problem}; its names may be among the missing."
-        for name, problem in failures.items()
-    )
-
-
-def _describe_failed(plugin_name: str) -> str:
-    """``'rank' (sb3_grpo_rank_plugin.hooks, sb3-grpo-rank-plugin 0.1.0)``: a plugin, its module and distribution."""
-    source = plugin_source(plugin_name)
-    module = _plugin_modules.get(plugin_name)
-    if module is None:
-        return _describe(plugin_name)
-    return f"{plugin_name!r} ({module if source in (module, IN_PROCESS) else f'{module}, {source}'})"
-
-
-def _warn_failed(plugin_name: str, problem: str, left_out: str) -> None:
-    """Warn that a plugin failed: who, what failed, what is left out, and how to fix it."""
-    if plugin_source(plugin_name) == IN_PROCESS:
-        fix = f"Fix it, or unregister it (sb3_grpo.unregister_plugin({plugin_name!r}))."
-    else:
-        fix = f"Fix or uninstall it, or leave it out with {LOAD_PLUGINS_ENV}=<the plugins you want>."
-    warnings.warn(
-        f"The sb3_grpo plugin {_describe_failed(plugin_name)} failed to load: {problem}. {left_out} (every other name "
-        f"works). {fix}",
-        PluginWarning,
-        stacklevel=5,
-    )
+    return _records.filter_note()
 
 
 def _entry_point_source(ep: importlib.metadata.EntryPoint) -> str:
@@ -245,15 +182,15 @@ def load_plugins() -> None:
                     stacklevel=3,
                 )
             seen.setdefault(ep.name, source)
-            if pm.get_plugin(name) is not None or name in _load_failures:
+            if pm.get_plugin(name) is not None or name in _records.load_failures:
                 continue
-            _plugin_sources[name] = source
-            _plugin_modules[name] = ep.value.partition(":")[0].strip()
+            _records.sources[name] = source
+            _records.modules[name] = ep.value.partition(":")[0].strip()
             try:
                 plugin = ep.load()
             except Exception as exc:
-                _load_failures[name] = f"importing its entry point {ep.value!r} raised {exc!r}"
-                _warn_failed(name, _load_failures[name], "Nothing of it is loaded")
+                _records.load_failures[name] = f"importing its entry point {ep.value!r} raised {exc!r}"
+                _records.warn_failed(name, _records.load_failures[name], "Nothing of it is loaded")
                 continue
             if pm.is_registered(plugin):
                 continue  # the same module, declared twice: its hooks run once
@@ -262,8 +199,8 @@ def load_plugins() -> None:
                 pm.check_pending()  # the plugins registered before this one passed: a failure is this one's
             except pluggy.PluginValidationError as exc:
                 pm.unregister(name=name)
-                _load_failures[name] = f"it implements a hook that sb3_grpo does not define ({exc})"
-                _warn_failed(name, _load_failures[name], "Nothing of it is loaded")
+                _records.load_failures[name] = f"it implements a hook that sb3_grpo does not define ({exc})"
+                _records.warn_failed(name, _records.load_failures[name], "Nothing of it is loaded")
                 continue
             _warn_if_no_hooks(plugin, name, f"{source}, entry point {ep.value!r}")
         _loaded = True
@@ -315,9 +252,9 @@ def list_plugins() -> list[dict[str, Any]]:
     for name, plugin in pm.list_name_plugin():
         hooks = {caller.name: registered.get(name, {}).get(caller.name, []) for caller in pm.get_hookcallers(plugin) or []}
         add(name, hooks, failed.get(name, {}))
-    for name, problem in _load_failures.items():
+    for name, problem in _records.load_failures.items():
         add(name, {}, {"load": problem})
-    local = {registry.hook_name: sorted(registry._local) for registry in _REGISTRIES if registry._local}
+    local = {registry.hook_name: names for registry in _REGISTRIES if (names := registry.in_process_names())}
     if local:
         add(IN_PROCESS, local, {})
     return out
@@ -325,17 +262,7 @@ def list_plugins() -> list[dict[str, Any]]:
 
 def plugin_source(name: str) -> str:
     """Where a plugin comes from: ``"built-in"``, ``"<in-process>"`` or ``"distribution version"``."""
-    if name in DEFAULT_PLUGINS:
-        return "built-in"
-    return _plugin_sources.get(name, IN_PROCESS)
-
-
-def _describe(plugin_name: str) -> str:
-    """``'rank' (sb3-grpo-rank-plugin 0.1.0)``: a plugin and where it comes from, for error messages."""
-    if plugin_name == IN_PROCESS:
-        return "a registration made in-process"
-    source = plugin_source(plugin_name)
-    return f"{plugin_name!r} ({'registered in-process' if source == IN_PROCESS else source})"
+    return _records.source(name)
 
 
 def _warn_if_no_hooks(plugin: Any, name: str, where: str) -> None:
@@ -429,259 +356,21 @@ def unregister_plugin(name: str) -> None:
         _invalidate()
 
 
-# -------------------------------------------------------------------------
-# Registries
-# -------------------------------------------------------------------------
-
-
-@dataclass
-class _Entry:
-    name: str
-    obj: Any
-    plugin: str
-    shadows: bool = False  # an in-process registration made with replace=True
-
-
-class _Registry:
-    """Names -> objects of one kind, built from one hook plus in-process registrations.
-
-    A name that two plugins register is a clash: it is left out of :attr:`entries` (so no plugin's object is used in
-    its place), :meth:`lookup` raises an error naming both plugins, and a :class:`PluginWarning` says so when the
-    registry is built; every other name stays usable. A plugin (other than a built-in) whose hook raises or registers
-    something invalid when the registry is built contributes nothing to it: a :class:`PluginWarning` names it, and
-    :meth:`lookup` mentions it when a name is unknown.
-    """
-
-    def __init__(self, kind: str, hook_name: str, validate: Callable[[str, Any, str], None]):
-        self.kind = kind
-        self.hook_name = hook_name
-        self.validate = validate
-        self._entries: dict[str, _Entry] | None = None
-        self._local: dict[str, _Entry] = {}
-        #: plugin name -> the names its hook registered (set when the registry is built; for :func:`list_plugins`)
-        self.registered_by: dict[str, list[str]] = {}
-        #: name -> the plugins that claim it (two or more), when the registry was built
-        self.clashes: dict[str, list[str]] = {}
-        #: plugin name -> what went wrong in its hook (it contributes nothing), when the registry was built
-        self.failed: dict[str, str] = {}
-        self._warned: set[tuple[str, ...]] = set()
-
-    def _collect(self, impl: Any) -> list[_Entry]:
-        """Call one plugin's hook and check what it registers (names, objects, a name registered twice).
-
-        :raises _HookError: naming the plugin and the problem (the hook raised, or registered something invalid).
-        """
-        plugin_name = impl.plugin_name
-        collected: dict[str, _Entry] = {}
-
-        def register(name: str, obj: Any) -> None:
-            if isinstance(name, str) and name in collected:
-                raise _HookError(
-                    f"Plugin {plugin_name!r} registers the {self.kind} name {name!r} twice.",
-                    f"its {self.hook_name} hook registers the {self.kind} name {name!r} twice",
-                )
-            collected[name] = self._checked(name, obj, plugin_name)
-
-        try:
-            impl.function(*[{"register": register}[arg] for arg in impl.argnames])
-        except _HookError:
-            raise
-        except Exception as exc:
-            raise _HookError(
-                f"Plugin {plugin_name!r} raised while registering {self.kind}s: {exc!r}",
-                f"its {self.hook_name} hook raised {exc!r}",
-            ) from exc
-        return list(collected.values())
-
-    def probe(self, plugin_name: str) -> list[str]:
-        """Run the hook of one plugin alone and check what it registers (names, objects, a name registered twice).
-
-        :return: the names it registers.
-        :raises PluginError: naming the plugin and the problem.
-        """
-        names: list[str] = []
-        for impl in getattr(pm.hook, self.hook_name).get_hookimpls():
-            if impl.plugin_name == plugin_name:
-                names += [entry.name for entry in self._collect(impl)]
-        return names
-
-    def _build(self) -> dict[str, _Entry]:
-        load_plugins()
-        entries: dict[str, _Entry] = {}
-        clashes: dict[str, list[str]] = {}
-        self.registered_by = {}
-        self.failed = {}
-        hook = getattr(pm.hook, self.hook_name)
-        for impl in hook.get_hookimpls():  # in registration order: built-ins first
-            plugin_name = impl.plugin_name
-            self.registered_by.setdefault(plugin_name, [])
-            try:
-                collected = self._collect(impl)
-            except _HookError as exc:
-                if plugin_source(plugin_name) == "built-in":
-                    raise  # a bug in sb3_grpo itself
-                self.failed[plugin_name] = exc.problem
-                if ("failed", plugin_name, exc.problem) not in self._warned:
-                    self._warned.add(("failed", plugin_name, exc.problem))
-                    _warn_failed(plugin_name, exc.problem, f"None of its {self.kind}s are registered")
-                continue  # all or nothing: none of what this hook registered is used
-            for entry in collected:
-                self._claim(entries, clashes, entry)
-                self.registered_by[plugin_name].append(entry.name)
-        for name, entry in self._local.items():
-            if entry.shadows:  # replace=True: in this process, this object is the one the name means
-                clashes.pop(name, None)
-                entries[name] = entry
-            else:
-                self._claim(entries, clashes, entry)
-        self.clashes = clashes
-        for name, plugins in clashes.items():
-            key = (name, *plugins)
-            if key not in self._warned:
-                self._warned.add(key)
-                warnings.warn(self._clash_message(name, plugins), PluginWarning, stacklevel=4)
-        return entries
-
-    @staticmethod
-    def _claim(entries: dict[str, _Entry], clashes: dict[str, list[str]], entry: _Entry) -> None:
-        """Add ``entry``, or record a clash when another plugin claims its name already."""
-        if entry.name in clashes:
-            clashes[entry.name].append(entry.plugin)
-        elif entry.name in entries:
-            clashes[entry.name] = [entries.pop(entry.name).plugin, entry.plugin]
-        else:
-            entries[entry.name] = entry
-
-    def _clash_message(self, name: str, plugins: list[str]) -> str:
-        who = " and ".join(_describe(p) for p in plugins)
-        count = "Two" if len(plugins) == 2 else str(len(plugins))
-        fixes = []
-        if any(plugin_source(p) == IN_PROCESS and p != IN_PROCESS for p in plugins):
-            fixes.append("unregister one (sb3_grpo.unregister_plugin(<its name>))")
-        if any(plugin_source(p) not in (IN_PROCESS, "built-in") for p in plugins):
-            fixes.append(f"uninstall one, or leave one out with {LOAD_PLUGINS_ENV}=<the plugins you want>")
-        fixes.append("rename one")
-        return (
-            f"{count} plugins claim the {self.kind} name {name!r}: {who}. The name is unusable until only one provides "
-            f"it (every other name works): {', or '.join(fixes)}."
-        )
-
-    def _checked(self, name: str, obj: Any, plugin: str) -> _Entry:
-        """An entry for ``obj``, after checking its name and the object (:raises PluginError: naming the plugin)."""
-        who = "An in-process registration" if plugin == IN_PROCESS else f"Plugin {plugin!r}"
-        if not isinstance(name, str) or not name or name != name.strip():
-            problem = f"registered a {self.kind} with an invalid name {name!r}: use a non-empty string"
-            raise _HookError(f"{who} {problem}.", f"its {self.hook_name} hook {problem}")
-        try:
-            self.validate(name, obj, plugin)
-        except (TypeError, ValueError) as exc:
-            problem = f"registered an invalid {self.kind} {name!r}: {exc}"
-            raise _HookError(f"{who} {problem}", f"its {self.hook_name} hook {problem}") from exc
-        return _Entry(name, obj, plugin)
-
-    @property
-    def entries(self) -> dict[str, _Entry]:
-        with _lock:
-            if self._entries is None:
-                self._entries = self._build()
-            return self._entries
-
-    def names(self) -> list[str]:
-        return sorted(self.entries)
-
-    def lookup(self, name: str) -> _Entry:
-        entries = self.entries
-        if name in self.clashes:
-            raise PluginError(self._clash_message(name, self.clashes[name]))
-        if name not in entries:
-            raise UnknownNameError(
-                f"Unknown {self.kind} {name!r}. Available: {', '.join(sorted(entries)) or '(none)'}. "
-                f"Install or register a plugin that provides it.{_failure_note({**_load_failures, **self.failed})}"
-                f"{filter_note()}"
-            )
-        return entries[name]
-
-    def register_local(self, name: str, obj: Any, replace: bool) -> None:
-        with _lock:
-            if name in self._local and not replace:
-                raise PluginError(f"A {self.kind} named {name!r} is already registered in-process; pass replace=True.")
-            entries = self.entries
-            owners = self.clashes.get(name) or ([entries[name].plugin] if name in entries else [])
-            owners = [p for p in owners if p != IN_PROCESS]
-            if owners and not replace:
-                raise PluginError(
-                    f"The {self.kind} name {name!r} is already provided by plugin "
-                    f"{' and '.join(map(repr, owners))}; choose another name, or pass replace=True to shadow it in "
-                    "this process."
-                )
-            entry = self._checked(name, obj, IN_PROCESS)
-            entry.shadows = replace
-            self._local[name] = entry
-            self._entries = None
-
-    def unregister_local(self, name: str) -> None:
-        with _lock:
-            if name not in self._local:
-                raise KeyError(
-                    f"No {self.kind} named {name!r} was registered in-process. Registered in-process: "
-                    f"{', '.join(map(repr, sorted(self._local))) or '(none)'}."
-                )
-            del self._local[name]
-            self._entries = None
-
-    def registered(self) -> dict[str, Any]:
-        """Every registered name -> its object, in registration order."""
-        return {name: entry.obj for name, entry in self.entries.items()}
-
-    def plugin_of(self, name: str) -> str | None:
-        """The plugin that registered ``name`` (``None``: no plugin registers it)."""
-        entry = self.entries.get(name)
-        return None if entry is None else entry.plugin
-
-    def forget(self) -> None:
-        """Forget the in-process registrations, the warnings given and what the last build found."""
-        self._local.clear()
-        self._warned.clear()
-        self.clashes = {}
-        self.failed = {}
-        self._entries = None
-
-
-class _FactoryRegistry(_Registry):
-    """The registry of a kind registered as a class, a factory or an instance (:class:`~sb3_grpo.plugin_checks.Interface`):
-    :meth:`get` resolves a name or an object to an instance built with the user's options."""
-
-    def __init__(self, interface: Interface, hook_name: str):
-        super().__init__(interface.kind, hook_name, interface.check)
-        self.interface = interface
-
-    def get(self, name_or_obj: Any, options: dict[str, Any]) -> Any:
-        """An instance for a registered name, a class or factory (built with ``options``), or an instance (returned
-        as is). One built for a name remembers the name and the plugin that registered it, for error messages."""
-        if not isinstance(name_or_obj, str):
-            label = getattr(name_or_obj, "__name__", type(name_or_obj).__name__)
-            try:
-                self.interface.check(label, name_or_obj, IN_PROCESS)
-            except TypeError as exc:
-                raise TypeError(f"{self.kind.capitalize()} {label!r} is not usable: {exc}") from None
-            return self.interface.build(name_or_obj, label, options)
-        entry = self.lookup(name_or_obj)
-        built = self.interface.build(entry.obj, name_or_obj, options)
-        with contextlib.suppress(AttributeError):  # objects with __slots__ keep no name
-            built._registered_name = name_or_obj
-            built._registered_plugin = entry.plugin
-        return built
-
-
 def _invalidate() -> None:
     for registry in _REGISTRIES:
-        registry._entries = None
+        registry.invalidate()
 
 
-_estimators = _FactoryRegistry(ESTIMATOR, "register_advantage_estimators")
-_reward_functions = _Registry("reward function", "register_reward_functions", check_reward_function)
-_snapshots = _Registry("state snapshotter", "register_state_snapshots", check_snapshotter)
-_policy_losses = _FactoryRegistry(POLICY_LOSS, "register_policy_losses")
+# -------------------------------------------------------------------------
+# The registries (sb3_grpo.plugin_registry), one per kind, fed by this plugin manager
+# -------------------------------------------------------------------------
+
+
+_HOST = PluginHost(pm=pm, load=load_plugins, records=_records)
+_estimators = FactoryRegistry(ESTIMATOR, "register_advantage_estimators", _HOST)
+_reward_functions = Registry("reward function", "register_reward_functions", check_reward_function, _HOST)
+_snapshots = Registry("state snapshotter", "register_state_snapshots", check_snapshotter, _HOST)
+_policy_losses = FactoryRegistry(POLICY_LOSS, "register_policy_losses", _HOST)
 _REGISTRIES = (_estimators, _reward_functions, _snapshots, _policy_losses)
 
 
@@ -828,7 +517,7 @@ def policy_loss_plugin(name: str) -> str | None:
 def skipped_plugins() -> dict[str, tuple[str, str]]:
     """Installed plugins that ``SB3_GRPO_LOAD_PLUGINS`` leaves out: entry-point name -> (module, "distribution version")."""
     load_plugins()
-    return dict(_skipped_plugins)
+    return dict(_records.skipped)
 
 
 def _reset_for_tests() -> None:
@@ -837,10 +526,7 @@ def _reset_for_tests() -> None:
     with _lock:
         for name, _plugin in list(pm.list_name_plugin()):
             pm.unregister(name=name)
-        _plugin_sources.clear()
-        _skipped_plugins.clear()
-        _plugin_modules.clear()
-        _load_failures.clear()
+        _records.clear()
         _loaded = False
         for registry in _REGISTRIES:
             registry.forget()
