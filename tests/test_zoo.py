@@ -54,7 +54,7 @@ WANTED_ENTRIES = {
 #: The env the ``default`` entry is trained on (an env no config lists).
 DEFAULT_ENTRY_ENV = "MountainCar-v0"
 #: Entries whose single rollout is long (Box2D, MuJoCo): shrunk in the default tier, as written under ``-m slow``.
-HEAVY_ENVS = ("LunarLander-v3", "HalfCheetah-v5", "Hopper-v5")
+HEAVY_ENVS = ("LunarLander-v3", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
 COMMON = ["--num-threads", "1", "--verbose", "0", "--eval-freq", "-1"]
 
 
