@@ -716,3 +716,16 @@ def test_params_reads_a_bare_word_as_a_string_and_names_a_value_it_cannot_read(c
     with pytest.raises(SystemExit):
         parser.parse_args(["-params", "advantage_kwargs:dict(scale=batch)"])
     assert "cannot read 'dict(scale=batch)' as a Python value (name 'batch' is not defined)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env, says", [("Walker2d-v5", True), ("CartPole-v1", False)])
+def test_train_says_when_an_env_falls_back_to_the_default_entry(monkeypatch, capsys, env, says):
+    from sb3_grpo.zoo import cli
+
+    monkeypatch.setattr(cli, "_load_command", lambda command: lambda: None)
+    cli.main(["train", "--algo", "reinforce", "--env", env, "--num-threads", "1"])
+    err = capsys.readouterr().err
+    assert ("has no entry for Walker2d-v5: training with its untuned 'default' entry" in err) == says
+    if says:
+        measured = err.split("Measured entries of reinforce: ")[1].split(".")[0]
+        assert "CartPole-v1" in measured and "default" not in measured

@@ -123,6 +123,26 @@ def _cnn_policy(config: str | None, env_id: str | None) -> bool:
         return False
 
 
+def _fallback_notice(config: Path, algo: str, env_id: str | None) -> str | None:
+    """What to tell a user whose env has no entry in our default config ``config`` (rl_zoo3 then trains with its
+    ``default`` entry, saying only "Using 'default' hyperparameters"); ``None`` when the env has one."""
+    if env_id is None:
+        return None
+    try:
+        import yaml
+
+        table = yaml.safe_load(config.read_text()) or {}
+    except Exception:  # rl_zoo3 will say what is wrong with the file
+        return None
+    if env_id in table or "default" not in table:  # no default: rl_zoo3's own "Hyperparameters not found" error
+        return None
+    measured = ", ".join(name for name in table if name != "default")
+    return (
+        f"sb3-grpo-zoo: {config.name} has no entry for {env_id}: training with its untuned 'default' entry. "
+        f"Measured entries of {algo}: {measured}. Pass your own with -conf FILE, or change settings with -params."
+    )
+
+
 def _one_thread(command: str, args: Sequence[str]) -> bool:
     """Whether to run torch on one thread: ``train`` / ``enjoy`` on the CPU with an MLP policy, no thread count given
     (``--num-threads``, ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``)."""
@@ -250,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             config = default_config_path(algo)
             if config is not None:
                 rest = [*rest, "-conf", str(config)]
+                notice = _fallback_notice(config, algo, _option_value(rest, "--env"))
+                if notice is not None:
+                    print(notice, file=sys.stderr)
             elif algo in ALGO_PATHS:
                 sys.exit(
                     f"sb3-grpo-zoo: no default config {algo}.yml found (looked in $SB3_GRPO_ZOO_CONFIGS, the source "
