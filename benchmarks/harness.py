@@ -50,6 +50,8 @@ DEFAULT_OUT = ROOT / "benchmarks" / "work"
 THRESHOLDS = {
     "CartPole-v1": 475.0,
     "Acrobot-v1": -100.0,
+    "MountainCar-v0": -110.0,
+    "MountainCarContinuous-v0": 90.0,
     "Pendulum-v1": -200.0,
     "LunarLander-v3": 200.0,
     "HalfCheetah-v5": 1500.0,
@@ -60,6 +62,8 @@ THRESHOLDS = {
 BUDGETS = {
     "CartPole-v1": 100_000,
     "Acrobot-v1": 200_000,
+    "MountainCar-v0": 1_000_000,  # rl-zoo's PPO budget; its TRPO entry: 100k (pass --budget 100000)
+    "MountainCarContinuous-v0": 20_000,  # rl-zoo's PPO budget; its TRPO entry: 50k (pass --budget 50000)
     "Pendulum-v1": 300_000,
     "LunarLander-v3": 500_000,
     "HalfCheetah-v5": 300_000,
