@@ -46,13 +46,13 @@ OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 WANTED = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"}
 WANTED_ENTRIES = {
     "grpo": WANTED | {"sb3_grpo/Arithmetic-v0"},
-    "exact_trpo": WANTED,
-    "adaptive_kl_ppo": WANTED,
-    "reinforce": {"default", "CartPole-v1"},
-    "online_dpo": {"default", "CartPole-v1", "sb3_grpo/Arithmetic-v0"},
+    "exact_trpo": WANTED | {"MountainCar-v0"},
+    "adaptive_kl_ppo": WANTED | {"MountainCarContinuous-v0"},
+    "reinforce": {"default", "CartPole-v1", "Acrobot-v1"},
+    "online_dpo": {"default", "CartPole-v1", "Acrobot-v1", "sb3_grpo/Arithmetic-v0"},
 }
-#: The env the ``default`` entry is trained on (an env no config lists).
-DEFAULT_ENTRY_ENV = "MountainCar-v0"
+#: The env the ``default`` entry is trained on (an env no config lists; cheap, and MlpPolicy reads its observations).
+DEFAULT_ENTRY_ENV = "CartPole-v0"
 #: Entries whose single rollout is long (Box2D, MuJoCo): shrunk in the default tier, as written under ``-m slow``.
 HEAVY_ENVS = ("LunarLander-v3", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
 COMMON = ["--num-threads", "1", "--verbose", "0", "--eval-freq", "-1"]
