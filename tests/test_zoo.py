@@ -45,7 +45,7 @@ OUR_ALGOS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 #: tasks).
 WANTED = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5"}
 WANTED_ENTRIES = {
-    "grpo": WANTED | {"sb3_grpo/Arithmetic-v0"},
+    "grpo": WANTED | {"sb3_grpo/Arithmetic-v0", "Walker2d-v5"},
     "exact_trpo": WANTED | {"MountainCar-v0"},
     "adaptive_kl_ppo": WANTED | {"MountainCarContinuous-v0"},
     "reinforce": {"default", "CartPole-v1", "Acrobot-v1"},
