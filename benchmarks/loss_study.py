@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), metavar="VARIANT")
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--report", action="store_true", help="only rebuild the table from the stored rows")
-    parser.add_argument("--out", default=str(RESULTS), help="the CSV the rows are appended to")
+    parser.add_argument(
+        "--out", default=str(RESULTS), help="the CSV the rows are appended to (elsewhere: the table is only printed)"
+    )
     args = parser.parse_args(argv)
     for variant in args.variants:
         _settings(variant)
@@ -171,7 +173,9 @@ def main(argv: list[str] | None = None) -> None:
             row = run(variant, task, seed)
             qa_tasks.append_row(Path(args.out), row)
             print(f"{variant} | {task} | seed {seed}: {row['score']} ({row['seconds']:.0f} s)", flush=True)
-    print(write_report(path=Path(args.out)))
+    out = Path(args.out)
+    # the docs page shows the stored rows only: rows written elsewhere (--out) are printed, not put on the page
+    print(write_report(path=out) if out.resolve() == RESULTS.resolve() else report_table(read_rows(out)))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ def test_a_short_run_per_task_reaches_grpo_with_the_variant(task, monkeypatch, t
 
     monkeypatch.setattr(sb3_grpo.GRPO, "learn", learn)
     out = tmp_path / "rows.csv"
+    page = loss_study.PAGE.read_text()
     loss_study.main(["--variants", "cispo", "clip, dual-clip c=3", "--tasks", task, "--seeds", "0", "--out", str(out)])
     rows = loss_study.read_rows(out)
     assert [(r["variant"], r["task"]) for r in rows] == [("cispo", task), ("clip, dual-clip c=3", task)]
@@ -42,6 +43,7 @@ def test_a_short_run_per_task_reaches_grpo_with_the_variant(task, monkeypatch, t
     # stored rows are not run again
     monkeypatch.setattr(loss_study, "run", lambda *a: pytest.fail("ran a stored row"))
     loss_study.main(["--variants", "cispo", "--tasks", task, "--seeds", "0", "--out", str(out)])
+    assert loss_study.PAGE.read_text() == page  # rows written elsewhere never reach the docs page
 
 
 def test_report_table_from_rows():
