@@ -20,6 +20,11 @@ for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``z
 ``<algo>:default`` that file's ``default`` entry on any env, and ``<algo>:<tag>`` the sweep file
 ``benchmarks/sweeps/<algo>_<tag>.yml``.
 
+A sweep file may change the model partway through a cell, as a user would between two ``learn`` calls: the key
+``switch: {at: <steps>, set: {<argument>: <value>, ...}}`` trains to ``at`` steps, saves the model, loads it with
+``set`` as keyword arguments (``GRPO.load(path, env, branch_every=20, ...)``) and trains on to the budget with
+``reset_num_timesteps=False``, so schedules keep their progress and the evaluations their steps.
+
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """
 
@@ -145,6 +150,7 @@ def build(
     # rl-zoo's env_kwargs: gymnasium.make kwargs of the *training* envs (e.g. max_episode_steps, a longer training time
     # limit). As in rl-zoo when they come from the config file, the evaluation env is the env's own registration.
     env_kwargs = hp.pop("env_kwargs", None)
+    hp.pop("switch", None)  # run_cell's: a change partway through the cell
     for key in ("frame_stack", "env_wrapper", "callback", "normalize_kwargs"):
         if key in hp:
             raise ValueError(f"benchmark harness does not handle {key!r} (in {algo}/{env_id})")
@@ -239,14 +245,18 @@ def run_cell(
     csv_path = out_dir / f"{name}.csv"
     model, eval_env, used = build(algo, env_id, seed, device)
     update_times: list[float] = []
-    original_train = model.train
 
-    def timed_train() -> None:
-        start = time.perf_counter()
-        original_train()
-        update_times.append(time.perf_counter() - start)
+    def time_updates(model: Any) -> None:
+        original_train = model.train
 
-    model.train = timed_train  # type: ignore[method-assign]
+        def timed_train() -> None:
+            start = time.perf_counter()
+            original_train()
+            update_times.append(time.perf_counter() - start)
+
+        model.train = timed_train  # type: ignore[method-assign]
+
+    time_updates(model)
     rows: list[tuple] = []
     eval_seconds = [0.0]
     start_rss = rss_mb()
@@ -263,7 +273,12 @@ def run_cell(
                 f.write(",".join(str(x) for x in row) + "\n")
 
     t_start = time.perf_counter()
-    model.learn(budget, callback=every_n_steps(eval_freq, evaluate))
+    callback = every_n_steps(eval_freq, evaluate)
+    switch = used.get("switch")
+    if switch:
+        model = switch_model(model, switch, budget, callback, out_dir / f"{name}.switch.zip")
+        time_updates(model)
+    model.learn(budget - model.num_timesteps, callback=callback, reset_num_timesteps=model.num_timesteps == 0)
     evaluate()
     train_seconds = rows[-1][3]
     threshold = THRESHOLDS.get(env_id)
@@ -291,6 +306,19 @@ def run_cell(
     }
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any, path: Path) -> Any:
+    """Train ``model`` to ``switch["at"]`` steps, save it and load it back with ``switch["set"]`` as keyword
+    arguments (on the same env); returns the loaded model. The sweep key ``switch`` of the module docstring."""
+    unknown = set(switch) - {"at", "set"}
+    if unknown or "at" not in switch or not 0 < int(switch["at"]) < budget:
+        raise ValueError(f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}}}, got {switch!r}")
+    model.learn(int(switch["at"]), callback=callback)
+    model.save(path)
+    loaded = type(model).load(path, env=model.get_env(), device=model.device, **dict(switch.get("set") or {}))
+    path.unlink()
+    return loaded
 
 
 def run_experiment_cells(

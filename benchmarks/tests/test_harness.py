@@ -105,3 +105,33 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     )
     assert "1 already finished, 0 to run" in capsys.readouterr().out
     assert len(table.read_cells(results / "cells.csv.gz")) == 1
+
+
+def test_a_switch_loads_the_model_with_new_arguments_and_trains_on(tmp_path, monkeypatch):
+    """``switch: {at, set}`` trains to ``at``, reloads with ``set`` and trains on to the budget: the evaluations keep
+    their steps and the schedules their progress."""
+    import benchmarks.harness as harness
+
+    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "learning_rate": "lin_1e-3"}
+    switch = {"at": 256, "set": {"branch_every": 8, "branch_common_noise": True}}
+    monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry, switch=switch))
+    seen = []
+    original = harness.switch_model
+
+    def recording(model, *args):
+        loaded = original(model, *args)
+        seen.append((model.num_timesteps, loaded.num_timesteps, model.branch_every, loaded.branch_every))
+        assert loaded.branch_common_noise and not model.branch_common_noise
+        return loaded
+
+    monkeypatch.setattr(harness, "switch_model", recording)
+    summary = harness.run_cell("grpo", "CartPole-v1", 0, 640, str(tmp_path), eval_freq=128, n_eval_episodes=1)
+    ((before, after, every_before, every_after),) = seen
+    assert before == after >= 256 and (every_before, every_after) == (None, 8)
+    curve = (tmp_path / "grpo__CartPole-v1__s0__640.csv").read_text().splitlines()[1:]
+    steps = [int(line.split(",")[0]) for line in curve]
+    assert steps == sorted(steps) and steps[-1] >= 640 and sum(s < before for s in steps) >= 1
+    assert summary["hyperparams"]["switch"] == switch
+    assert not list(tmp_path.glob("*.zip"))  # the saved model is removed once loaded
+    with pytest.raises(ValueError, match="switch must be"):
+        harness.switch_model(None, {"at": 640}, 640, None, tmp_path / "x.zip")
