@@ -213,6 +213,11 @@ def measure(
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def baseline_of(algo: str) -> str:
+    """The baseline (SB3 PPO or sb3-contrib TRPO) of one of ours, sweep variants ``<algo>:<tag>`` included."""
+    return harness.BASELINE_OF[algo.partition(":")[0]]
+
+
 def _fmt(value: float | None, spec: str, width: int) -> str:
     return f"{value:{width}{spec}}" if value is not None and math.isfinite(value) else f"{'-':>{width}s}"
 
@@ -239,8 +244,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
     lines = [header]
     for env_id in dict.fromkeys(r["env"] for r in rows):
         algos = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id)
-        for algo in (a for a in algos if a in harness.OURS):
-            base = harness.BASELINE_OF[algo]
+        for algo in (a for a in algos if a not in harness.BASELINES):
+            base = baseline_of(algo)
             (ret, secs), (base_ret, base_secs) = stats(env_id, algo), stats(env_id, base)
             ratio = (
                 secs / base_secs if secs is not None and base_secs is not None and math.isfinite(secs * base_secs) else None
@@ -277,7 +282,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-seconds", type=float, default=5.0, help="training seconds between evaluations")
     parser.add_argument("--n-eval-episodes", type=int, default=10)
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1", "Acrobot-v1"])
-    parser.add_argument("--algos", nargs="+", default=list(DEFAULT_ALGOS), choices=ALGOS)
+    parser.add_argument(
+        "--algos",
+        nargs="+",
+        default=list(DEFAULT_ALGOS),
+        help=f"any of {', '.join(ALGOS)}, or one of ours as a sweep variant <algo>:<tag> (benchmarks/sweeps/<algo>_<tag>.yml)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument(
         "--max-steps", type=int, default=None, help="env steps at most, and the schedules' horizon (default: harness.BUDGETS)"
@@ -294,8 +304,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.seconds <= 0 or args.eval_seconds <= 0:
         parser.error("--seconds and --eval-seconds must be positive")
     algos = list(dict.fromkeys(args.algos))
+    wrong = [a for a in algos if a.partition(":")[0] not in ALGOS or (":" in a and a.partition(":")[0] not in harness.OURS)]
+    if wrong:
+        parser.error(f"unknown --algos {wrong}: choose from {', '.join(ALGOS)}, or <algo>:<tag> for a sweep of ours")
     if args.baseline_steps is not None:
-        missing = sorted({harness.BASELINE_OF[a] for a in algos if a in harness.OURS} - set(algos))
+        missing = sorted({baseline_of(a) for a in algos if a not in harness.BASELINES} - set(algos))
         if args.baseline_steps <= 0 or missing:
             parser.error(f"--baseline-steps must be positive and needs each baseline in --algos (add {missing})")
         algos = [a for a in algos if a in harness.BASELINES] + [a for a in algos if a not in harness.BASELINES]
@@ -313,8 +326,8 @@ def main(argv: list[str] | None = None) -> None:
                 if args.baseline_steps is not None:
                     if algo in harness.BASELINES:
                         seconds, max_steps = math.inf, args.baseline_steps
-                    elif harness.BASELINE_OF[algo] in baseline_seconds:
-                        seconds = baseline_seconds[harness.BASELINE_OF[algo]]
+                    elif baseline_of(algo) in baseline_seconds:
+                        seconds = baseline_seconds[baseline_of(algo)]
                     else:
                         print(f"{algo} on {env_id} seed {seed} skipped: its baseline did not run", file=sys.stderr)
                         continue

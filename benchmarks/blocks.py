@@ -272,8 +272,9 @@ def wallclock(data: Data, spec: Spec) -> str:
 
     body = []
     for env_id in dict.fromkeys(r["env"] for r in rows):
-        for algo in [a for a in ORDER if a not in BASELINES]:
-            base_algo = BASELINE_OF[algo]
+        present = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id and r["algo"] not in BASELINES)
+        for algo in sorted(present, key=lambda a: (ORDER.index(a.partition(":")[0]), a)):
+            base_algo = BASELINE_OF[algo.partition(":")[0]]
             runs = [r["run"] for r in rows if r["env"] == env_id and r["algo"] == algo]
             run = max((r for r in set(runs) if cells(r, env_id, base_algo)), key=int, default=None)
             if run is None:
@@ -288,7 +289,7 @@ def wallclock(data: Data, spec: Spec) -> str:
             body.append(
                 [
                     env_id,
-                    f"{DISPLAY[algo]} / {DISPLAY[base_algo]}",
+                    f"{display(algo)} / {DISPLAY[base_algo]}",
                     run,
                     ", ".join(map(str, seeds)),
                     f"{budget:.0f}",
