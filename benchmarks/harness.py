@@ -62,6 +62,7 @@ THRESHOLDS = {
     "HalfCheetah-v5": 1500.0,
     "Hopper-v5": 1000.0,
     "Walker2d-v5": 1000.0,
+    "Swimmer-v5": 360.0,  # gymnasium's reward_threshold
 }
 #: Default budgets (env steps) per env.
 BUDGETS = {
@@ -74,6 +75,7 @@ BUDGETS = {
     "HalfCheetah-v5": 300_000,
     "Hopper-v5": 300_000,
     "Walker2d-v5": 1_000_000,
+    "Swimmer-v5": 1_000_000,
 }
 OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 BASELINES = ("ppo", "trpo")
