@@ -23,7 +23,8 @@ for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``z
 A sweep file may change the model partway through a cell, as a user would between two ``learn`` calls: the key
 ``switch: {at: <steps>, set: {<argument>: <value>, ...}}`` trains to ``at`` steps, saves the model, loads it with
 ``set`` as keyword arguments (``GRPO.load(path, env, branch_every=20, ...)``) and trains on to the budget with
-``reset_num_timesteps=False``, so schedules keep their progress and the evaluations their steps.
+``reset_num_timesteps=False``, the evaluations keeping their steps. As in SB3, the first ``learn`` runs its
+schedules over ``at`` steps and the second over the whole budget (resuming at ``at / budget`` of their progress).
 
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """
