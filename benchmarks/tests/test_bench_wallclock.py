@@ -140,7 +140,10 @@ def test_a_sweep_variant_of_ours_gets_its_baselines_seconds(tmp_path, monkeypatc
     out = tmp_path / "wallclock.csv"
     argv = ["--envs", "HalfCheetah-v5", "--algos", "ppo", "grpo:hc_kllr_carry", "--seeds", "0", "--out", str(out)]
     bench_wallclock.main([*argv, "--baseline-steps", "300000", "--max-steps", "2000000"])
-    assert calls == [("ppo", "HalfCheetah-v5", 0, math.inf, 300000), ("grpo:hc_kllr_carry", "HalfCheetah-v5", 0, 40.0, 2000000)]
+    assert calls == [
+        ("ppo", "HalfCheetah-v5", 0, math.inf, 300000),
+        ("grpo:hc_kllr_carry", "HalfCheetah-v5", 0, 40.0, 2000000),
+    ]
     table = blocks.BLOCKS["wallclock"](SimpleNamespace(results=tmp_path))
     (line,) = [row for row in table.splitlines() if row.startswith("| HalfCheetah-v5")]
     assert "| GRPO `hc_kllr_carry` / SB3 PPO | 1 | 0 |" in line
