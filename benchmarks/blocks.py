@@ -273,7 +273,8 @@ def wallclock(data: Data, spec: Spec) -> str:
     body = []
     for env_id in dict.fromkeys(r["env"] for r in rows):
         present = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id and r["algo"] not in BASELINES)
-        for algo in sorted(present, key=lambda a: (ORDER.index(a.partition(":")[0]), a)):
+        rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
+        for algo in sorted(present, key=lambda a: (rank.get(a.partition(":")[0], len(ORDER)), a)):
             base_algo = BASELINE_OF[algo.partition(":")[0]]
             runs = [r["run"] for r in rows if r["env"] == env_id and r["algo"] == algo]
             run = max((r for r in set(runs) if cells(r, env_id, base_algo)), key=int, default=None)
