@@ -64,6 +64,8 @@ THRESHOLDS = {
     "Hopper-v5": 1000.0,
     "Walker2d-v5": 1000.0,
     "Swimmer-v5": 360.0,  # gymnasium's reward_threshold
+    "Ant-v5": 6000.0,  # gymnasium's reward_threshold
+    "BipedalWalker-v3": 300.0,  # gymnasium's reward_threshold
 }
 #: Default budgets (env steps) per env.
 BUDGETS = {
@@ -77,6 +79,8 @@ BUDGETS = {
     "Hopper-v5": 300_000,
     "Walker2d-v5": 1_000_000,
     "Swimmer-v5": 1_000_000,
+    "Ant-v5": 1_000_000,
+    "BipedalWalker-v3": 1_000_000,
 }
 OURS = ("grpo", "exact_trpo", "adaptive_kl_ppo", "reinforce", "online_dpo")
 BASELINES = ("ppo", "trpo")

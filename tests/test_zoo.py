@@ -54,7 +54,15 @@ WANTED_ENTRIES = {
 #: The env the ``default`` entry is trained on (an env no config lists; cheap, and MlpPolicy reads its observations).
 DEFAULT_ENTRY_ENV = "CartPole-v0"
 #: Entries whose single rollout is long (Box2D, MuJoCo): shrunk in the default tier, as written under ``-m slow``.
-HEAVY_ENVS = ("LunarLander-v3", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
+HEAVY_ENVS = (
+    "LunarLander-v3",
+    "BipedalWalker-v3",
+    "HalfCheetah-v5",
+    "Hopper-v5",
+    "Walker2d-v5",
+    "Swimmer-v5",
+    "Ant-v5",
+)
 COMMON = ["--num-threads", "1", "--verbose", "0", "--eval-freq", "-1"]
 
 
