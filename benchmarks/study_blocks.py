@@ -213,7 +213,7 @@ def against_entry(data: Data, spec: Spec) -> str:
             [
                 env,
                 f"`{_tag(name)}`",
-                "the `default` entry: GRPO's constructor defaults"
+                "the `default` entry: GRPO's constructor defaults when it ran (`group_zscore` then)"
                 if name.endswith(":default")
                 else change(hyperparams_of(data, env, base), hyperparams_of(data, env, name)),
                 f"{budget_label(next(iter(data.by[(env, name)].values()))['budget'])}",

@@ -137,6 +137,15 @@ def test_configs_cover_the_envs_and_say_where_numbers_come_from():
                 assert not entry.get("use_sde"), (algo, key)
 
 
+def test_grpo_env_entries_name_their_advantage_estimator():
+    """GRPO's default estimator (``group_auto``) has changed before (it was ``group_zscore``), and an entry that left
+    it out then trained with another estimator than the one its comment's numbers measured (Acrobot-v1: -175 over
+    seeds 0-4 instead of -85). Every entry for an env names it; ``default`` is the constructor's defaults on purpose."""
+    config = yaml.safe_load((CONFIG_DIR / "grpo.yml").read_text())
+    missing = [key for key, entry in config.items() if key != "default" and "advantage_estimator" not in entry]
+    assert not missing, f"grpo.yml: name the advantage_estimator the entry was measured with in {missing}"
+
+
 def test_grpo_arithmetic_entry_writes_out_the_measured_configuration():
     """The entry's comment quotes benchmarks.family, which trains qa_tasks' ``default`` configuration: the two must
     be the same settings, or the quoted accuracy is not what a zoo user gets."""
