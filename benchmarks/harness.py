@@ -9,7 +9,8 @@ separate env whose VecNormalize statistics are copied from the training env), an
 
 - ``<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
 - ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions, date,
-  commit, hyperparameters), written last.
+  the commit the cell started on, the hyperparameters of its entry and the constructor defaults the entry left to
+  the algorithm), written last.
 
 Each finished cell is then added to the results table (``benchmarks/results/cells.csv.gz`` and ``curves.csv.gz``,
 see ``benchmarks/table.py``), from which ``python -m benchmarks.aggregate`` rebuilds the tables and plots of
@@ -34,8 +35,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import inspect
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -181,6 +184,39 @@ def build(
     return model, eval_env, entry
 
 
+#: Constructor arguments that are not hyperparameters of a run: the harness sets them, or they do not change learning.
+NOT_HYPERPARAMETERS = frozenset({"self", "policy", "env", "seed", "device", "verbose", "tensorboard_log", "_init_setup_model"})
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` if JSON writes it as itself, else its ``repr`` without memory addresses."""
+    try:
+        if json.loads(json.dumps(value)) == value:
+            return value
+    except (TypeError, ValueError):
+        pass
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
+
+
+def constructor_defaults(cls: type, entry: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of ``cls``'s constructor that ``entry`` leaves out, with their defaults: what the entry ran with
+    besides what it names. Recorded with each cell, since a default can change after a cell ran and move the entry's
+    results unseen (as GRPO's ``advantage_estimator`` default did for its Acrobot-v1 entry)."""
+    return {
+        name: _json_safe(parameter.default)
+        for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        if name not in NOT_HYPERPARAMETERS and name not in entry and parameter.default is not inspect.Parameter.empty
+    }
+
+
+def changed_defaults(row: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """For a results-table row that recorded its defaults: ``{argument: (default then, default now)}`` for each
+    default of its algorithm's constructor that differs from the one the cell ran with (``{}`` when none)."""
+    then = json.loads(row["defaults"])
+    now = constructor_defaults(algorithm_class(row["algo"]), json.loads(row["hyperparams"]))
+    return {name: (then.get(name), now.get(name)) for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)}
+
+
 def algorithm_class(algo: str) -> type:
     if algo == "ppo":
         from stable_baselines3 import PPO
@@ -250,7 +286,9 @@ def run_cell(
     if summary_path.exists():
         return json.loads(summary_path.read_text())
     csv_path = out_dir / f"{name}.csv"
+    started_on = commit()  # the working tree may change while the cell trains
     model, eval_env, used = build(algo, env_id, seed, device)
+    defaults = constructor_defaults(type(model), used)
     update_times: list[float] = []
 
     def time_updates(model: Any) -> None:
@@ -307,9 +345,10 @@ def run_cell(
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "used_step_fraction": getattr(model.rollout_buffer, "stats", {}).get("rollout/used_step_fraction"),
         "hyperparams": used,
+        "defaults": defaults,
         "versions": versions(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": commit(),
+        "commit": started_on,
     }
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary

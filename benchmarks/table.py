@@ -3,7 +3,9 @@ The benchmark results as data: one row per finished cell, plus every cell's lear
 
 - ``benchmarks/results/cells.csv.gz``: one row per (algo, variant, env, seed, budget) cell, columns ``CELL_COLUMNS``:
   final and best evaluation, steps and training seconds to the env's threshold, fps, update time, memory, the
-  versions it ran with, the date and commit, and the hyperparameters (the zoo or sweep entry, as JSON).
+  versions it ran with, the date and commit, the hyperparameters (the zoo or sweep entry, as JSON) and ``defaults``
+  (the constructor arguments the entry left out, with the defaults they had; JSON, empty for the cells run before
+  2026-11-27, when it was added).
 - ``benchmarks/results/curves.csv.gz``: the evaluation curves, one row per evaluation, columns ``CURVE_COLUMNS``.
 
 ``variant`` is empty for the zoo entry of ``algo`` (``zoo_configs/<algo>.yml`` for ours, rl-zoo's for ``ppo`` and
@@ -64,10 +66,13 @@ CELL_COLUMNS = (
     "date",
     "commit",
     "hyperparams",
+    "defaults",
 )
+#: Columns added after the table began: a file written before one was added reads with it empty.
+ADDED_COLUMNS = ("defaults",)
 CURVE_COLUMNS = (*KEY, "timesteps", "eval_mean", "eval_std", "train_seconds", "rss_mb")
 _INTS = {"seed", "budget", "steps_to_threshold", "n_updates", "timesteps"}
-_STRINGS = {"algo", "variant", "env", "date", "commit", "hyperparams", *VERSION_COLUMNS}
+_STRINGS = {"algo", "variant", "env", "date", "commit", "hyperparams", "defaults", *VERSION_COLUMNS}
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -103,9 +108,10 @@ def read(path: Path, columns: tuple[str, ...]) -> list[dict[str, Any]]:
         return []
     with gzip.open(path, "rt", newline="") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != columns:
+        found = tuple(reader.fieldnames or ())
+        if found not in (columns, tuple(c for c in columns if c not in ADDED_COLUMNS)):
             raise ValueError(f"{path}: columns {reader.fieldnames} are not the expected {list(columns)}")
-        return [{c: _parse(c, row[c]) for c in columns} for row in reader]
+        return [{c: _parse(c, row.get(c, "")) for c in columns} for row in reader]
 
 
 def write(path: Path, columns: tuple[str, ...], rows: Iterable[dict[str, Any]]) -> None:
@@ -137,6 +143,7 @@ def cell_row(summary: dict[str, Any]) -> dict[str, Any]:
     row.update(algo=algo, variant=variant, seed=int(summary["seed"]), budget=int(summary["budget"]))
     row.update({c: str((summary.get("versions") or {}).get(c, "")) for c in VERSION_COLUMNS})
     row["hyperparams"] = json.dumps(summary.get("hyperparams") or {}, sort_keys=True)
+    row["defaults"] = json.dumps(summary["defaults"], sort_keys=True) if "defaults" in summary else ""
     row["date"] = summary.get("date") or ""
     row["commit"] = summary.get("commit") or ""
     return row

@@ -1,5 +1,7 @@
 """The benchmark harness reads the hyperparameters it says it reads, and adds each finished cell to the results table."""
 
+import inspect
+import json
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,7 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     assert "1 already finished, 0 to run" in capsys.readouterr().out
     (row,) = table.read_cells(results / "cells.csv.gz")
     assert (row["algo"], row["variant"], row["env"], row["seed"], row["budget"]) == ("grpo", "", "CartPole-v1", 0, 512)
+    assert json.loads(row["defaults"]) == summary["defaults"] and harness.changed_defaults(row) == {}
     assert row["final_eval"] == summary["final_eval"] and row["cpu"] == summary["versions"]["cpu"]
     curve = table.read_curves(results / "curves.csv.gz")
     assert [c["timesteps"] for c in curve] == [r for r in sorted({c["timesteps"] for c in curve})] and len(curve) >= 2
@@ -135,3 +138,41 @@ def test_a_switch_loads_the_model_with_new_arguments_and_trains_on(tmp_path, mon
     assert not list(tmp_path.glob("*.zip"))  # the saved model is removed once loaded
     with pytest.raises(ValueError, match="switch must be"):
         harness.switch_model(None, {"at": 640}, 640, None, tmp_path / "x.zip")
+
+
+def test_cells_record_the_constructor_defaults_their_entry_leaves_out(tmp_path):
+    """A cell records the defaults it ran with, so that a default changed later shows against its rows."""
+    from benchmarks import harness
+    from sb3_grpo import GRPO
+
+    entry = {k: v for k, v in load_hyperparams("grpo", "CartPole-v1").items() if k != "n_timesteps"}
+    recorded = harness.constructor_defaults(GRPO, entry)
+    parameters = inspect.signature(GRPO.__init__).parameters
+    assert set(recorded) == {
+        name
+        for name, p in parameters.items()
+        if p.default is not inspect.Parameter.empty and name not in entry and name not in harness.NOT_HYPERPARAMETERS
+    }
+    assert "seed" not in recorded and "advantage_estimator" not in recorded  # the entry names its estimator
+    assert recorded["max_grad_norm"] == parameters["max_grad_norm"].default
+    json.dumps(recorded)  # every default is stored as JSON (a class or a callable by its repr)
+
+    # A default that differs from the one recorded is reported with both values.
+    row = {"algo": "grpo", "hyperparams": json.dumps(entry), "defaults": json.dumps({**recorded, "max_grad_norm": 0.1})}
+    assert harness.changed_defaults(row) == {"max_grad_norm": (0.1, parameters["max_grad_norm"].default)}
+    row["defaults"] = json.dumps({k: v for k, v in recorded.items() if k != "max_grad_norm"})
+    assert harness.changed_defaults(row) == {"max_grad_norm": (None, parameters["max_grad_norm"].default)}
+
+
+def test_a_table_written_before_the_defaults_column_still_reads(tmp_path):
+    """Nothing a user saved is lost: a results table without the later ``defaults`` column reads, with it empty."""
+    from benchmarks import table
+
+    old_columns = tuple(c for c in table.CELL_COLUMNS if c not in table.ADDED_COLUMNS)
+    row = {c: None for c in table.CELL_COLUMNS} | {"algo": "ppo", "variant": "", "env": "E", "seed": 0, "budget": 8}
+    table.write(tmp_path / "cells.csv.gz", old_columns, [row])
+    (read,) = table.read_cells(tmp_path / "cells.csv.gz")
+    assert read["defaults"] == "" and read["algo"] == "ppo"
+    table.write(tmp_path / "cells.csv.gz", ("algo",), [row])
+    with pytest.raises(ValueError, match="are not the expected"):
+        table.read_cells(tmp_path / "cells.csv.gz")
