@@ -60,9 +60,10 @@ def overview(data: Data, spec: Spec) -> str:
             x = np.array([c["final_eval"] for c in cells])
             digits = ".0f" if np.abs(x).mean() >= 300 else ".1f"
             row[algo] = f"{x.mean():{digits}} ± {x.std():{digits}} ({len(x)})"
+    envs = list(dict.fromkeys(env for env, _, _ in spec["rows"]))  # in the order the spec first names them
     rows = [
         [f"{env} ({budget_label(budget)})", *(merged[(env, budget)].get(a, "") for a in ORDER)]
-        for env, budget in sorted(merged, key=lambda k: (list(NORMALISATION).index(k[0]), k[1]))
+        for env, budget in sorted(merged, key=lambda k: (envs.index(k[0]), k[1]))
     ]
     lines = markdown(["env (budget)", *(DISPLAY[a] for a in ORDER)], rows)
     lines += [
