@@ -116,6 +116,7 @@ def run(
     if seconds <= 0 or eval_seconds <= 0:
         raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
     th.set_num_threads(1)
+    started_on = harness.commit()  # the working tree may change while it trains
     model, eval_env, _ = harness.build(algo, env_id, seed, device)
     clock = TrainingClock()
     curve: list[tuple[float, int, float]] = []  # (training seconds, steps, mean return)
@@ -168,7 +169,7 @@ def run(
         "eval_seconds": round(clock.excluded, 3),
         "wall_seconds": round(wall, 3),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": harness.commit(),
+        "commit": started_on,
     }
 
 

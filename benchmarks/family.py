@@ -209,6 +209,7 @@ def run_qa(algo: str, task: str, seed: int, budget: int | None = None, eval_ever
     held-out split, ``accuracy`` is on the held-out questions and ``train_accuracy`` on the training side). The budget
     and evaluation interval default to the task's (:data:`BUDGETS`, :data:`EVAL_INTERVALS`)."""
     th.set_num_threads(1)
+    started_on = harness.commit()  # the working tree may change while it trains
     budget = budget or BUDGETS[task]
     _, env_overrides = qa_settings(algo, task)
     model = build_qa(algo, task, seed)
@@ -225,7 +226,7 @@ def run_qa(algo: str, task: str, seed: int, budget: int | None = None, eval_ever
         **train,
         **{key: scores[key] for key in ("threshold", "steps_to_threshold", "seconds")},
         date=time.strftime("%Y-%m-%d"),
-        commit=harness.commit(),
+        commit=started_on,
         curve=scores["curve"],
     )
 

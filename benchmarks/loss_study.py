@@ -74,6 +74,7 @@ def run(variant: str, task: str, seed: int) -> dict[str, Any]:
     import torch as th
 
     th.set_num_threads(1)
+    started_on = harness.commit()  # the working tree may change while it trains
     budget, every, threshold = TASKS[task]
     overrides = _settings(variant)
     if task == ARITHMETIC:
@@ -107,7 +108,7 @@ def run(variant: str, task: str, seed: int) -> dict[str, Any]:
         steps_to_threshold=reached[0] if reached else "",
         seconds=seconds,
         date=time.strftime("%Y-%m-%d"),
-        commit=harness.commit(),
+        commit=started_on,
         curve=json.dumps(curve),
     )
 

@@ -130,6 +130,7 @@ def branch_returns(
 def measure(env_id: str, train_steps: int, segment: int, group_size: int, n_states: int, repeats: int) -> list[dict]:
     import torch as th
 
+    started_on = harness.commit()  # the working tree may change while it measures
     entry = harness.load_hyperparams("grpo", env_id)
     gamma = float(entry.get("gamma", 0.99))
     policy, normalizer = frozen_policy(env_id, train_steps)
@@ -180,7 +181,7 @@ def measure(env_id: str, train_steps: int, segment: int, group_size: int, n_stat
                 return_corr=float(np.mean(corrs)),
                 seconds=round(time.perf_counter() - start, 1),
                 date=datetime.date.today().isoformat(),
-                commit=harness.commit(),
+                commit=started_on,
             )
         )
         print({k: rows[-1][k] for k in ("env", "crn", "advantage_var_mean", "advantage_var_median", "return_corr")})

@@ -176,3 +176,13 @@ def test_a_table_written_before_the_defaults_column_still_reads(tmp_path):
     table.write(tmp_path / "cells.csv.gz", ("algo",), [row])
     with pytest.raises(ValueError, match="are not the expected"):
         table.read_cells(tmp_path / "cells.csv.gz")
+
+
+def test_a_cell_records_the_commit_it_started_on(tmp_path, monkeypatch):
+    """Commits can land while a cell trains: the cell records the one it started on."""
+    from benchmarks import harness
+
+    commits = iter(["started", "later", "later"])
+    monkeypatch.setattr(harness, "commit", lambda: next(commits))
+    summary = harness.run_cell("grpo", "CartPole-v1", 0, 256, str(tmp_path), eval_freq=256, n_eval_episodes=1)
+    assert summary["commit"] == "started"
