@@ -66,22 +66,8 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     assert summary["hyperparams"] == {k: v for k, v in load_hyperparams("grpo", "CartPole-v1").items() if k != "n_timesteps"}
     assert summary["date"] and "commit" in summary
     # The harness's command line adds what the working directory finished and skips what the table holds.
-    harness.main(
-        [
-            "--algos",
-            "grpo",
-            "--envs",
-            "CartPole-v1",
-            "--seeds",
-            "0",
-            "--budget",
-            "512",
-            "--out",
-            str(work),
-            "--results",
-            str(results),
-        ]
-    )
+    argv = "--algos grpo --envs CartPole-v1 --seeds 0 --budget 512".split() + ["--out", str(work), "--results", str(results)]
+    harness.main(argv)
     assert "1 already finished, 0 to run" in capsys.readouterr().out
     (row,) = table.read_cells(results / "cells.csv.gz")
     assert (row["algo"], row["variant"], row["env"], row["seed"], row["budget"]) == ("grpo", "", "CartPole-v1", 0, 512)
@@ -90,22 +76,7 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     curve = table.read_curves(results / "curves.csv.gz")
     assert [c["timesteps"] for c in curve] == [r for r in sorted({c["timesteps"] for c in curve})] and len(curve) >= 2
     (work / "grpo__CartPole-v1__s0__512.json").unlink()  # gone from the working directory, still in the table
-    harness.main(
-        [
-            "--algos",
-            "grpo",
-            "--envs",
-            "CartPole-v1",
-            "--seeds",
-            "0",
-            "--budget",
-            "512",
-            "--out",
-            str(work),
-            "--results",
-            str(results),
-        ]
-    )
+    harness.main(argv)
     assert "1 already finished, 0 to run" in capsys.readouterr().out
     assert len(table.read_cells(results / "cells.csv.gz")) == 1
 
