@@ -6,7 +6,9 @@ entry and sweep names, display names, env groups) and the formatting its tables 
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -137,12 +139,34 @@ def seed_list(seeds: Iterable[int]) -> str:
     return ", ".join(parts)
 
 
+@functools.cache
+def _history() -> dict[str, int]:
+    """Short commit hash (12 digits) -> its position in this checkout's history, oldest 0 (``{}`` outside git)."""
+    try:
+        out = subprocess.run(
+            ["git", "log", "--reverse", "--format=%h", "--abbrev=12"],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {commit: i for i, commit in enumerate(out.split())}
+
+
 def provenance(cells: Iterable[dict]) -> str:
-    """When and on which commits the cells ran: the dates and the newest commit."""
+    """When and on which commits the cells ran: the dates and the newest commit (by date, then by its place in
+    the history: several commits share a date)."""
     cells = list(cells)
     dates = sorted({c["date"] for c in cells if c["date"]})
     commits = {c["commit"] for c in cells if c["commit"]}
-    newest = max(cells, key=lambda c: (c["date"], c["commit"]))["commit"] if commits else "-"
+    history = _history()
+
+    def when(c: dict) -> tuple[str, int, str]:
+        return c["date"], history.get(c["commit"].split("+")[0][:12], -1), c["commit"]
+
+    newest = max(cells, key=when)["commit"] if commits else "-"
     span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
     return f"{len(cells)} cells run {span}, {len(commits)} commit{'s' if len(commits) != 1 else ''} (newest {newest})"
 

@@ -1,6 +1,7 @@
 """benchmarks/aggregate.py and the modules it runs (stats, dataset, blocks, plots): the statistics against
 hand-computed values, the tables on a small fixture table, and the committed pages against the committed data."""
 
+import itertools
 import json
 
 import numpy as np
@@ -216,3 +217,16 @@ def test_changed_entries_cells_are_the_shipped_zoo_entries():
         }
         assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{variant} on {env}"
         assert any((c["env"], c["algo"]) == (env, f"{algo}:previous") for c in cells)
+
+
+def test_provenance_names_the_newest_commit_by_history_within_a_date():
+    """Several commits share a date: the newest is the later one in the history, not the larger hash."""
+    history = dataset._history()
+    if len(history) < 2:
+        pytest.skip("needs the git history of the checkout")
+    by_place = sorted(history, key=history.get)
+    older, newer = next((a, b) for a, b in itertools.pairwise(by_place) if a > b)  # newer hash sorts first
+    cells = [{"date": "2026-11-27", "commit": newer}, {"date": "2026-11-27", "commit": older + "+dirty"}]
+    assert dataset.provenance(cells).endswith(f"2 commits (newest {newer})")
+    cells.append({"date": "2026-11-28", "commit": older})  # a later date wins over the history
+    assert dataset.provenance(cells).endswith(f"(newest {older})")

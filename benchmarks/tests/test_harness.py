@@ -66,7 +66,8 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     assert summary["hyperparams"] == {k: v for k, v in load_hyperparams("grpo", "CartPole-v1").items() if k != "n_timesteps"}
     assert summary["date"] and "commit" in summary
     # The harness's command line adds what the working directory finished and skips what the table holds.
-    argv = "--algos grpo --envs CartPole-v1 --seeds 0 --budget 512".split() + ["--out", str(work), "--results", str(results)]
+    argv = ["--algos", "grpo", "--envs", "CartPole-v1", "--seeds", "0", "--budget", "512", "--out", str(work)]
+    argv += ["--results", str(results)]
     harness.main(argv)
     assert "1 already finished, 0 to run" in capsys.readouterr().out
     (row,) = table.read_cells(results / "cells.csv.gz")
