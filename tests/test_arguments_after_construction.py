@@ -221,6 +221,20 @@ def test_grpo_on_the_arithmetic_env_scored_by_its_zero_env_reward_says_which_rew
         model.learn(100)
 
 
+@pytest.mark.parametrize("name", ["grpo", "online_dpo"])
+def test_members_that_act_alike_are_not_called_a_reward_without_signal(name):
+    # a policy mean far beyond Pendulum's bounds [-2, 2]: every sampled action clips to 2, so the members of a group
+    # (one start state) go through the same states and score alike; the reward functions are not to blame
+    env = DummyVecEnv([lambda: gym.make("Pendulum-v1", max_episode_steps=8)])  # groups from different start states
+    model = CLASSES[name]("MlpPolicy", env, n_steps=64, group_size=2, learning_rate=0.0, seed=0, device="cpu")
+    with th.no_grad():
+        model.policy.action_net.weight.zero_()
+        model.policy.action_net.bias.fill_(100.0)
+    with pytest.warns(UserWarning, match=r"no signal .*went through the same observations.*beyond the action space") as record:
+        model.learn(64 * 5)
+    assert not any("reward_functions=" in str(w.message) for w in record)
+
+
 def test_a_rollout_with_signal_does_not_warn():
     model = make_model("grpo")
     with warnings.catch_warnings():

@@ -543,7 +543,8 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
             return
         self._no_signal_warned = True
         names = [name for name, _ in self._reward_combiner.functions]
-        warnings.warn(no_signal_message(self._algorithm_name, self._no_signal_rollouts, scored, names), stacklevel=3)
+        message = no_signal_message(self._algorithm_name, self._no_signal_rollouts, scored, names, self.action_space)
+        warnings.warn(message, stacklevel=3)
 
     def _sample_informative(
         self, collector: GroupRolloutCollector, callback: BaseCallback, n_rollout_steps: int

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
 from sb3_grpo.common.advantages import group_index, grouped_mean_std
 from sb3_grpo.common.groups.trajectories import ScoredRollout, rollout_stats
@@ -23,6 +24,7 @@ __all__ = [
     "concatenate_rounds",
     "every_episode_held_to_the_limit",
     "informative_trajectories",
+    "members_went_alike",
     "no_signal_message",
     "sample_informative",
     "sampling_rounds_message",
@@ -181,12 +183,53 @@ def every_episode_held_to_the_limit(scored: ScoredRollout) -> bool:
     return max(returns) == min(returns)
 
 
-def no_signal_message(algorithm: str, n_rollouts: int, scored: ScoredRollout, reward_functions: list[str]) -> str:
+def members_went_alike(scored: ScoredRollout, action_space: spaces.Space | None = None) -> bool:
+    """Whether the members of every group took the same actions (as the env saw them: Box actions clipped to
+    ``action_space``'s bounds, equal to 1e-6) through the same observations, step by step, with some trajectory longer
+    than one step: from their group's one start state the policy acted alike on them, whatever the reward."""
+    if not scored.trajectories or int(scored.counts.max()) < 2:
+        return False
+    actions = np.asarray(scored.actions)
+    if isinstance(action_space, spaces.Box):
+        actions = np.clip(actions.reshape(len(actions), *action_space.shape), action_space.low, action_space.high)
+    obs = scored.observations
+    arrays = list(obs.values()) if isinstance(obs, dict) else [obs]
+    starts = np.concatenate([[0], np.cumsum(scored.counts)[:-1]])
+    first_of_group: dict[int, int] = {}
+    for i, group in enumerate(scored.group_ids.tolist()):
+        j = first_of_group.setdefault(group, i)
+        if scored.counts[i] != scored.counts[j]:
+            return False
+        a, b = slice(starts[i], starts[i] + scored.counts[i]), slice(starts[j], starts[j] + scored.counts[j])
+        if not all(np.array_equal(x[a], x[b]) for x in arrays):
+            return False
+        if not np.allclose(actions[a], actions[b], rtol=0.0, atol=1e-6):
+            return False
+    return True
+
+
+def no_signal_message(
+    algorithm: str,
+    n_rollouts: int,
+    scored: ScoredRollout,
+    reward_functions: list[str],
+    action_space: spaces.Space | None = None,
+) -> str:
     """What to say when ``n_rollouts`` rollouts in a row had no group with any spread: every advantage is 0 and the
     updates leave the policy as it is. One such rollout is common early in a task with rare successes; several in a
-    row mostly mean reward functions that do not see what the policy does."""
+    row mostly mean reward functions that do not see what the policy does, or members that all act alike."""
     outcomes = np.unique(scored.outcomes)
     alike = f"every trajectory scored {outcomes[0]:g}" if len(outcomes) == 1 else "each group scored all its members alike"
+    if members_went_alike(scored, action_space):
+        return (
+            f"{algorithm}: no signal in the last {n_rollouts} rollouts: {alike}, and the members of each group went "
+            "through the same observations step by step (this rollout): from the group's one start state the policy "
+            "acts alike on them, so every group's members compare equal and the updates change nothing. The likely "
+            "cause: actions beyond the action space's bounds, which the env clips to the same action (a policy mean "
+            "that diverged: lower the learning rate, keep a clipped loss), or exploration noise that has collapsed "
+            "(the logged train/std; raise ent_coef). Warned once per learn(); train/zero_std_group_fraction logs the "
+            "fraction of groups without spread every rollout."
+        )
     return (
         f"{algorithm}: no signal in the last {n_rollouts} rollouts: {alike} (reward "
         f"functions {reward_functions}, this rollout), so every group's members compare equal and the updates change "
