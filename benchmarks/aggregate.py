@@ -64,7 +64,10 @@ def render(text: str, data: Data, cache: dict[str, str] | None = None) -> str:
         if name not in BLOCKS:
             raise SystemExit(f"unknown generated block {name!r}; known: {sorted(BLOCKS)}")
         if name not in cache:
-            cache[name] = BLOCKS[name](data)
+            try:
+                cache[name] = BLOCKS[name](data)
+            except KeyError as e:  # a name in benchmarks/aggregate.yml that no cell has
+                raise SystemExit(f"generated block {name!r}: {e.args[0]}") from None
         return f"{match[1]}{cache[name]}\n{match[4]}"
 
     return _BLOCK.sub(build, text)

@@ -53,6 +53,7 @@ def overview(data: Data, spec: Spec) -> str:
         seeds = CLASSIC_SEEDS if env in CLASSIC else None
         row = merged.setdefault((env, budget), {})
         for algo, name in names.items():
+            data.named(env, name)  # a name the spec gives has cells
             cells = data.cells_of(env, name, seeds)
             if not cells:
                 continue
@@ -83,7 +84,7 @@ def headline_scores(
         scores: dict[str, list[np.ndarray]] = {ours: [], base: []}
         counts, used = [], []
         for env, (a, b) in r["cells"].items():
-            seeds = set(data.finals(env, a)) & set(data.finals(env, b))
+            seeds = set(data.named(env, a)) & set(data.named(env, b))
             if env in CLASSIC:
                 seeds &= set(CLASSIC_SEEDS)
             rnd, ref = NORMALISATION[env]
@@ -166,7 +167,10 @@ def per_env(data: Data, spec: Spec) -> str:
     seeds = spec.get("seeds")
     rows: list[tuple[str, str, Iterable[int] | None]] = []
     for env in spec["envs"]:
-        rows += [(env, name, seeds) for name in spec.get("first", {}).get(env, [])]
+        first = spec.get("first", {}).get(env, [])
+        for name in first:
+            data.named(env, name)  # a name the spec gives has cells
+        rows += [(env, name, seeds) for name in first]
         rows += [(env, name, seeds) for name in (ORDER if spec.get("order", True) else [])]
     return per_env_table(data, rows, spec.get("max_budget"), bool(spec.get("best", False)))
 
@@ -176,6 +180,8 @@ def versus(data: Data, spec: Spec) -> str:
     ``count_above`` (Fisher's exact test) and the Mann-Whitney test; then the first row's cells over all their seeds."""
     rows, used = [], []
     for env, name, base in spec["pairs"]:
+        data.named(env, name)  # the names the spec gives have cells
+        data.named(env, base)
         g, p = data.finals(env, name), data.finals(env, base)
         seeds = sorted(set(g) & set(p))
         x, y = np.array([g[s] for s in seeds]), np.array([p[s] for s in seeds])

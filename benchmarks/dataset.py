@@ -107,6 +107,17 @@ class Data:
         for s in self.cells:
             self.by.setdefault((s["env"], s["algo"]), {})[s["seed"]] = s
 
+    def named(self, env: str, name: str) -> dict[int, dict]:
+        """The cells of ``name`` on ``env`` by seed, for a name a spec gives: one with no cell there is an error that
+        lists the names there (``finals`` and ``cells_of`` give nothing for it, as for an algorithm that has not run)."""
+        if (env, name) not in self.by:
+            there = sorted(n for e, n in self.by if e == env)
+            raise KeyError(
+                f"no cells named {name!r} on {env}; the names there: {', '.join(there) or 'none'} "
+                "(an algorithm's smallest budget on an env has no suffix, a larger one is <name>@<budget>, e.g. ppo@1000k)"
+            )
+        return self.by[(env, name)]
+
     def finals(self, env: str, name: str, seeds: Iterable[int] | None = None) -> dict[int, float]:
         cells = self.by.get((env, name), {})
         return {k: c["final_eval"] for k, c in sorted(cells.items()) if seeds is None or k in seeds}

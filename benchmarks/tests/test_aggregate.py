@@ -1,6 +1,7 @@
 """benchmarks/aggregate.py and the modules it runs (stats, dataset, blocks, plots): the statistics against
 hand-computed values, the tables on a small fixture table, and the committed pages against the committed data."""
 
+import functools
 import itertools
 import json
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmarks import aggregate, dataset, harness, table
+from benchmarks import aggregate, blocks, dataset, harness, table
 from benchmarks.aggregate import GRPO_ENTRY, bootstrap_ci, change, fisher_exact, iqm, load, mann_whitney, select
 
 ROOT = table.ROOT
@@ -138,6 +139,23 @@ def test_generated_blocks_are_rewritten_and_checked(results, tmp_path):
     page.write_text(page.read_text().replace("1001.0 ± 0.8", "1001.5 ± 0.8", 1))
     with pytest.raises(SystemExit, match="out of date"):
         aggregate.main(["--results", str(results), "--pages", str(page), "--check"])
+
+
+def test_a_name_without_cells_is_refused(results, tmp_path, monkeypatch):
+    """A block names its cells (``ppo@1000k``: a second budget); a name no cell has is an error, not a blank cell."""
+    data = aggregate.Data(*load(results / "cells.csv.gz", results / "curves.csv.gz"), results)
+    spec = {"rows": [["Hopper-v5", 300_000, {"ppo": "ppo@300k"}]]}
+    assert "| Hopper-v5 (300k) |" in blocks.overview(data, spec)
+    spec["rows"][0][2]["ppo"] = "ppo@1000k"
+    with pytest.raises(KeyError, match=r"no cells named 'ppo@1000k' on Hopper-v5; the names there: .*ppo, ppo@300k"):
+        blocks.overview(data, spec)
+    with pytest.raises(KeyError, match="no cells named 'grpo:nope'"):
+        blocks.per_env(data, {"envs": ["Hopper-v5"], "first": {"Hopper-v5": ["grpo:nope"]}})
+    monkeypatch.setitem(blocks.BLOCKS, "overview", functools.partial(blocks.overview, spec=spec))
+    page = tmp_path / "page.md"
+    page.write_text("<!-- aggregate: overview -->\n<!-- /aggregate -->\n")
+    with pytest.raises(SystemExit, match="generated block 'overview': no cells named 'ppo@1000k' on Hopper-v5"):
+        aggregate.main(["--results", str(results), "--pages", str(page), "--no-plots"])
 
 
 def test_unknown_block_is_refused(results, tmp_path):
