@@ -41,6 +41,14 @@ def _scored(step_rewards):
     )
 
 
+def test_a_scored_rollout_splits_its_flat_steps_per_trajectory():
+    scored = _scored([[1.0, 1.0], [0.0, 1.0, 1.0]])
+    assert scored.starts.tolist() == [0, 2]
+    assert [steps.tolist() for steps in scored.per_trajectory(np.arange(5))] == [[0, 1], [2, 3, 4]]
+    none = _scored([])
+    assert none.starts.tolist() == [] and none.per_trajectory(np.zeros(0)) == []
+
+
 def test_the_penalty_comes_off_each_step_where_rewards_come_at_every_step():
     scored = _scored([[1.0, 1.0], [0.0, 1.0, 1.0]])
     # k1 = log pi_old - log pi_ref = [0.2, 0, -1, 0.5, 0]; beta = 0.5

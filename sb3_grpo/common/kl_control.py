@@ -72,7 +72,7 @@ def penalize_rewards(
     """
     log_ratio = np.asarray(ref_log_prob, dtype=np.float64) - np.asarray(scored.log_prob, dtype=np.float64)
     kl = kl_estimate(th.from_numpy(log_ratio), estimator).detach().numpy()
-    per_trajectory = np.split(kl, np.cumsum(scored.counts)[:-1]) if len(scored.counts) else []
+    per_trajectory = scored.per_trajectory(kl)
     outcome_only = all(not np.any(rewards[:-1]) for rewards in scored.step_rewards)
     penalties = []
     for steps in per_trajectory:

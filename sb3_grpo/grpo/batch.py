@@ -78,7 +78,7 @@ def build_batch(
     if "score_norms" in set(getattr(estimator, "requires", ())):
         if policy is None:
             raise ValueError("build_batch: the estimator needs score_norms; pass the policy that acted.")
-        norms = np.split(score_norms(policy, scored.observations, scored.actions), np.cumsum(counts)[:-1])
+        norms = scored.per_trajectory(score_norms(policy, scored.observations, scored.actions))
     inputs = AdvantageInputs.from_trajectories(
         scored.step_rewards,
         gamma,
@@ -92,7 +92,7 @@ def build_batch(
     advantages = np.asarray(outputs.advantages).T[inputs.valid.T]
     observations, actions, log_prob = scored.observations, scored.actions, scored.log_prob
     if first_steps_only:
-        first = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+        first = scored.starts
         advantages, actions, log_prob = advantages[first], actions[first], log_prob[first]
         if isinstance(observations, dict):
             observations = {key: value[first] for key, value in observations.items()}

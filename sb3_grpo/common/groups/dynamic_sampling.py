@@ -194,7 +194,7 @@ def members_went_alike(scored: ScoredRollout, action_space: spaces.Space | None 
         actions = np.clip(actions.reshape(len(actions), *action_space.shape), action_space.low, action_space.high)
     obs = scored.observations
     arrays = list(obs.values()) if isinstance(obs, dict) else [obs]
-    starts = np.concatenate([[0], np.cumsum(scored.counts)[:-1]])
+    starts = scored.starts
     first_of_group: dict[int, int] = {}
     for i, group in enumerate(scored.group_ids.tolist()):
         j = first_of_group.setdefault(group, i)

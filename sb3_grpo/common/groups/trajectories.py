@@ -55,6 +55,15 @@ class ScoredRollout:
         """The steps of the trajectories (those that enter the batch)."""
         return int(self.counts.sum())
 
+    @property
+    def starts(self) -> np.ndarray:
+        """``(M,)`` where each trajectory's steps start in the per-step arrays."""
+        return np.cumsum(np.r_[0, self.counts])[:-1].astype(np.int64)
+
+    def per_trajectory(self, values: np.ndarray) -> list[np.ndarray]:
+        """``values`` of the steps (``(N, ...)``, flat as the per-step arrays), one array per trajectory."""
+        return np.split(np.asarray(values), self.starts[1:]) if len(self.counts) else []
+
 
 def score_rollout(rollout: Rollout, reward_combiner: RewardCombiner, gamma: float, group_size: int) -> ScoredRollout:
     """Sort the recorded steps of ``rollout`` into whole trajectories and score them with ``reward_combiner``.
