@@ -52,6 +52,9 @@ from typing import Any
 
 from benchmarks import harness
 
+if sys.platform != "win32":
+    import fcntl
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "wallclock.csv"
 DEFAULT_ALGOS = ("grpo", "adaptive_kl_ppo", "exact_trpo", "ppo", "trpo")
@@ -266,15 +269,26 @@ def read(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
-def append(rows: list[dict[str, Any]], path: Path) -> None:
-    """Append ``rows`` to the results table (written with its header if new)."""
+def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) -> int:
+    """Append ``rows`` of run ``run_id`` to the results table (written with its header if new); returns the run.
+
+    ``None`` numbers a new run, one past the table's largest, while the table is locked: a run is numbered at its
+    first row, so that two invocations side by side (each started before the other wrote) get their own numbers.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
+    with open(path, "a+", newline="") as f:
+        if sys.platform != "win32":
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        f.seek(0)
+        written = list(csv.DictReader(f))
+        if run_id is None:
+            run_id = 1 + max((int(r["run"]) for r in written if r.get("run")), default=0)
         writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
+        if f.tell() == 0:
             writer.writeheader()
+        rows = [{**r, "run": run_id} for r in rows]
         writer.writerows({k: ("" if r[k] is None else r[k]) for k in FIELDS} for r in rows)
+    return run_id
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -317,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         print(f"no threshold for {unknown} in harness.THRESHOLDS: seconds to threshold stay empty", file=sys.stderr)
     out = Path(args.out)
-    run_id = 1 + max((int(r["run"]) for r in read(out) if r.get("run")), default=0)
+    run_id: int | None = None  # numbered at its first row (append)
     rows = []
     for env_id in args.envs:
         for seed in args.seeds:
@@ -338,9 +352,8 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"{algo} on {env_id} seed {seed} failed:\n{exc.stderr[-2000:]}", file=sys.stderr)
                     continue
                 baseline_seconds[algo] = r["train_seconds"]
-                r["run"] = run_id
-                rows.append(r)
-                append([r], out)  # row by row: a long run that fails later keeps what it measured
+                run_id = append([r], out, run_id)  # row by row: a long run that fails later keeps what it measured
+                rows.append(r | {"run": run_id})
                 print(
                     f"{env_id:14s} {algo:16s} s{seed} {r['steps']:8d} steps in {r['train_seconds']:6.1f} s "
                     f"({r['stopped_by']})  return {r['final_return']:8.1f}  best {r['best_return']:8.1f}  "

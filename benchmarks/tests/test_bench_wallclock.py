@@ -129,6 +129,33 @@ def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_b
     assert cells[8] == "10.0 / 20.0" and cells[9] == "0.50"
 
 
+def test_two_invocations_side_by_side_get_their_own_run_numbers(tmp_path, monkeypatch):
+    """A run is numbered at its first row: one started while another had written nothing yet does not share its
+    number (the number is one past the table's largest when the first row is written)."""
+    out = tmp_path / "wallclock.csv"
+    calls = []
+    fake = _fake_measure(calls)
+    started: list[bool] = []
+
+    def measure(algo, env_id, *args, **kwargs):
+        if not started and env_id == "Hopper-v5":  # a second invocation starts and finishes while this one trains
+            started.append(True)
+            monkeypatch.setattr(bench_wallclock, "measure", fake)
+            bench_wallclock.main(["--envs", "Walker2d-v5", "--algos", "ppo", "--seconds", "5", "--out", str(out)])
+            monkeypatch.setattr(bench_wallclock, "measure", measure)
+        return fake(algo, env_id, *args, **kwargs)
+
+    monkeypatch.setattr(bench_wallclock, "measure", measure)
+    bench_wallclock.main(["--envs", "Hopper-v5", "--algos", "ppo", "trpo", "--seconds", "5", "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["run"], r["algo"], r["env"]) for r in rows] == [
+        ("1", "ppo", "Walker2d-v5"),
+        ("2", "ppo", "Hopper-v5"),
+        ("2", "trpo", "Hopper-v5"),
+    ]
+    assert out.read_text().count("run,algo") == 1  # one header
+
+
 def test_baseline_steps_needs_the_baselines(tmp_path):
     with pytest.raises(SystemExit):
         bench_wallclock.main(["--algos", "grpo", "--baseline-steps", "1000", "--out", str(tmp_path / "w.csv")])
