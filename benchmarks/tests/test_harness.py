@@ -158,3 +158,13 @@ def test_a_cell_records_the_commit_it_started_on(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "commit", lambda: next(commits))
     summary = harness.run_cell("grpo", "CartPole-v1", 0, 256, str(tmp_path), eval_freq=256, n_eval_episodes=1)
     assert summary["commit"] == "started"
+
+
+def test_thresholds_are_gymnasiums_where_it_sets_one_but_on_locomotion():
+    import gymnasium as gym
+
+    from benchmarks.harness import THRESHOLDS
+
+    own = {"HalfCheetah-v5": 1500.0, "Hopper-v5": 1000.0, "Walker2d-v5": 1000.0, "Pendulum-v1": -200.0}
+    for env, threshold in THRESHOLDS.items():
+        assert threshold == own.get(env, gym.spec(env).reward_threshold), env
