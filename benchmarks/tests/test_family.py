@@ -161,6 +161,19 @@ def test_tasks_algos_and_budgets_select_the_runs(tmp_path, monkeypatch):
     assert calls == [("ppo", "heldout", 0, 512, 100_000)]
 
 
+def test_a_run_of_one_seed_reports_the_pages_seeds(tmp_path, monkeypatch):
+    """Running one missing seed rebuilds the page over its five seeds, not over that seed alone; a trial elsewhere
+    (``--results``) prints the seeds it ran."""
+    monkeypatch.setattr(family, "run_qa", fake_run([]))
+    reported = []
+    monkeypatch.setattr(family, "write_report", lambda seeds, **kwargs: reported.append((seeds, kwargs["page"])) or "")
+    monkeypatch.setattr(family.table, "RESULTS", tmp_path)  # the stored rows
+    family.main(["--tasks", "heldout", "--algos", "ppo", "--seeds", "3", "--no-cartpole"])
+    assert reported == [([0, 1, 2, 3, 4], family.PAGE)]
+    family.main(["--report", "--seeds", "3", "--results", str(tmp_path / "trial")])
+    assert reported[-1] == ([3], None)
+
+
 def test_report_heldout_table_from_rows(tmp_path):
     page = tmp_path / "family.md"
     first = f"# page\n\n{family.MARKERS[0]}\nold\n{family.MARKERS[1]}\n\ntext\n\n"
