@@ -279,12 +279,12 @@ def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) ->
     with open(path, "a+", newline="") as f:
         if sys.platform != "win32":
             fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
-        f.seek(0)
-        written = list(csv.DictReader(f))
-        if run_id is None:
-            run_id = 1 + max((int(r["run"]) for r in written if r.get("run")), default=0)
+        new = os.fstat(f.fileno()).st_size == 0
+        if run_id is None:  # read the table once, for a run's first row
+            f.seek(0)
+            run_id = 1 + max((int(r["run"]) for r in csv.DictReader(f) if r.get("run")), default=0)
         writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if f.tell() == 0:
+        if new:
             writer.writeheader()
         rows = [{**r, "run": run_id} for r in rows]
         writer.writerows({k: ("" if r[k] is None else r[k]) for k in FIELDS} for r in rows)

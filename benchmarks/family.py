@@ -70,7 +70,7 @@ HELDOUT_MARKERS = (
 )
 #: The seeds the page's tables and plot report.
 PAGE_SEEDS = (0, 1, 2, 3, 4)
-HELDOUT_COMMAND = "python -m benchmarks.family --tasks heldout --no-cartpole --seeds 0 1 2 3 4"
+HELDOUT_COMMAND = f"python -m benchmarks.family --tasks heldout --no-cartpole --seeds {' '.join(map(str, PAGE_SEEDS))}"
 
 #: In the order of the seeds: the plain policy gradient, its clipped successor, the critic-free group method, the
 #: preference method, and PPO with an adaptive KL penalty.
