@@ -260,15 +260,14 @@ def throughput(data: Data, spec: Spec) -> str:
 
 def wallclock(data: Data, spec: Spec) -> str:
     """``benchmarks/results/wallclock.csv`` (``python -m benchmarks.bench_wallclock``): per env, each of ours beside
-    its baseline after the same training seconds, and the training seconds each needed to reach the threshold, from
-    the latest run holding both (runs are never mixed). With several seeds: mean returns (the last evaluation and the
-    best one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
+    its baseline after the same training seconds, and the training seconds each needed to reach the threshold. A seed's
+    pair of rows always comes from one run (seconds compare only within a run); a row of the table pools the seeds of
+    the runs that gave the baseline the same budget (its steps under ``--baseline-steps``, else the seconds), taking
+    for each seed the latest run holding both. With several seeds: mean returns (the last evaluation and the best
+    one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
     from benchmarks.bench_wallclock import median_seconds_to_threshold, read
 
     rows = read(data.results / spec["file"])
-
-    def cells(run: str, env_id: str, algo: str) -> list[dict[str, Any]]:
-        return [r for r in rows if r["run"] == run and r["env"] == env_id and r["algo"] == algo]
 
     def seconds_text(value: float) -> str:
         return f"{value:.1f}" if math.isfinite(value) else "never"
@@ -277,43 +276,54 @@ def wallclock(data: Data, spec: Spec) -> str:
         a, b = (statistics.fmean(float(r[key]) for r in rows) for rows in (ours, base))
         return f"{a:{spec}} / {b:{spec}}"
 
+    def budget_of(baseline: dict[str, Any]) -> str:
+        """What the baseline was given: its steps (``--baseline-steps``: no time limit) or the seconds."""
+        return f"{baseline['steps']} steps" if math.isinf(float(baseline["seconds"])) else f"{baseline['seconds']} s"
+
     body = []
+    rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
     for env_id in dict.fromkeys(r["env"] for r in rows):
         present = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id and r["algo"] not in BASELINES)
-        rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
         for algo in sorted(present, key=lambda a: (rank.get(a.partition(":")[0], len(ORDER)), a)):
             base_algo = BASELINE_OF[algo.partition(":")[0]]
-            runs = [r["run"] for r in rows if r["env"] == env_id and r["algo"] == algo]
-            run = max((r for r in set(runs) if cells(r, env_id, base_algo)), key=int, default=None)
-            if run is None:
-                continue
-            ours, base = cells(run, env_id, algo), cells(run, env_id, base_algo)
-            seeds = sorted({int(r["seed"]) for r in ours} & {int(r["seed"]) for r in base})
-            ours = [r for r in ours if int(r["seed"]) in seeds]
-            base = [r for r in base if int(r["seed"]) in seeds]
-            a, b = median_seconds_to_threshold(ours), median_seconds_to_threshold(base)
-            ratio = f"{a / b:.2f}" if math.isfinite(a) and math.isfinite(b) else "-"
-            budget = statistics.fmean(float(r["seconds"]) for r in ours)
-            body.append(
-                [
-                    env_id,
-                    f"{display(algo)} / {DISPLAY[base_algo]}",
-                    run,
-                    ", ".join(map(str, seeds)),
-                    f"{budget:.0f}",
-                    means("final_return", ours, base),
-                    means("best_return", ours, base),
-                    means("steps", ours, base, ",.0f"),
-                    f"{seconds_text(a)} / {seconds_text(b)}",
-                    ratio,
+            pairs: dict[str, dict[int, tuple[dict, dict]]] = {}  # budget -> seed -> (ours, baseline), latest run
+            for r in rows:
+                if r["env"] != env_id or r["algo"] != algo:
+                    continue
+                base = [
+                    b for b in rows if (b["run"], b["env"], b["algo"], b["seed"]) == (r["run"], env_id, base_algo, r["seed"])
                 ]
-            )
+                if not base:
+                    continue
+                by_seed = pairs.setdefault(budget_of(base[0]), {})
+                seed = int(r["seed"])
+                if seed not in by_seed or int(r["run"]) > int(by_seed[seed][0]["run"]):
+                    by_seed[seed] = (r, base[0])
+            for by_seed in sorted(pairs.values(), key=lambda s: max(int(o["run"]) for o, _ in s.values())):
+                seeds = sorted(by_seed)
+                ours, base = [by_seed[s][0] for s in seeds], [by_seed[s][1] for s in seeds]
+                a, b = median_seconds_to_threshold(ours), median_seconds_to_threshold(base)
+                ratio = f"{a / b:.2f}" if math.isfinite(a) and math.isfinite(b) else "-"
+                body.append(
+                    [
+                        env_id,
+                        f"{display(algo)} / {DISPLAY[base_algo]}",
+                        ", ".join(sorted({r["run"] for r in ours}, key=int)),
+                        ", ".join(map(str, seeds)),
+                        f"{statistics.fmean(float(r['seconds']) for r in ours):.0f}",
+                        means("final_return", ours, base),
+                        means("best_return", ours, base),
+                        means("steps", ours, base, ",.0f"),
+                        f"{seconds_text(a)} / {seconds_text(b)}",
+                        ratio,
+                    ]
+                )
     header = [
         "env",
         "ours / baseline",
-        "run",
+        "runs",
         "seeds",
-        "training seconds",
+        "training seconds (mean)",
         "return at those seconds",
         "best evaluation",
         "env steps done",

@@ -1,6 +1,6 @@
 """bench_wallclock stops training at a budget of training seconds that leaves evaluation out, and compares at it; its
 table numbers the runs and appends them, --baseline-steps gives each of ours its baseline's seconds, and the aggregate
-block compares only rows of one run."""
+block pairs ours with the baseline within one run and pools the seeds of runs with one budget."""
 
 import csv
 import math
@@ -120,13 +120,37 @@ def test_baseline_steps_gives_ours_the_baselines_seconds_and_rows_are_appended_b
     assert [r["run"] for r in rows] == ["1"] * 4 + ["2"] * 4
     assert {r["seconds"] for r in rows if r["run"] == "2"} == {"30.0"}
 
-    # the aggregate block: the latest run holding both, seeds pooled
-    table = blocks.BLOCKS["wallclock"](SimpleNamespace(results=tmp_path))
-    (line,) = [row for row in table.splitlines() if row.startswith("| HalfCheetah-v5")]
-    cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2:5] == ["2", "0, 1", "30"]
+    # the aggregate block: one row per budget the baseline was given (300k steps in run 1, 30 s in run 2), seeds pooled
+    lines = _block_rows(tmp_path, "HalfCheetah-v5")
+    assert [cells[2:5] for cells in lines] == [["1", "0, 1", "40"], ["2", "0, 1", "30"]]  # mean of 40 s and 41 s
+    cells = lines[1]
     assert cells[5] == "100.0 / 50.0" and cells[6] == "100.0 / 100.0"
     assert cells[8] == "10.0 / 20.0" and cells[9] == "0.50"
+
+
+def _block_rows(results, env_id):
+    table = blocks.BLOCKS["wallclock"](SimpleNamespace(results=results))
+    return [[c.strip() for c in row.strip("|").split("|")] for row in table.splitlines() if row.startswith(f"| {env_id}")]
+
+
+def test_the_block_pools_seeds_of_runs_with_one_budget_and_takes_a_seeds_latest_run(tmp_path, monkeypatch):
+    """Seeds run in separate invocations (runs) at the same baseline budget make one row; a seed run again counts
+    once, from its latest run; a seed's two rows always come from one run."""
+    calls = []
+    measure = _fake_measure(calls)
+    finals = iter([10.0, 20.0, 30.0, 40.0, 50.0, 60.0])  # in call order: baseline, ours, per run
+
+    def scored(*args, **kwargs):
+        return measure(*args, **kwargs) | {"final_return": next(finals)}
+
+    monkeypatch.setattr(bench_wallclock, "measure", scored)
+    out = tmp_path / "wallclock.csv"
+    for seed in ("0", "1", "0"):  # runs 1, 2, 3: seed 0 again last
+        argv = ["--envs", "Hopper-v5", "--algos", "trpo", "exact_trpo", "--seeds", seed, "--out", str(out)]
+        bench_wallclock.main([*argv, "--baseline-steps", "1000000"])
+    (cells,) = _block_rows(tmp_path, "Hopper-v5")
+    assert cells[1:4] == ["ExactTRPO / sb3-contrib TRPO", "2, 3", "0, 1"]
+    assert cells[5] == "50.0 / 40.0"  # ours: seed 0 of run 3 (60), seed 1 of run 2 (40); baseline: 50 and 30
 
 
 def test_two_invocations_side_by_side_get_their_own_run_numbers(tmp_path, monkeypatch):
