@@ -31,9 +31,10 @@ count and seconds, and the run's whole wall time.
 Rows are appended to the results table ``benchmarks/results/wallclock.csv`` (``--out`` to write elsewhere) with
 ``run``, one number per invocation: seconds are comparable only within one run on one machine, so one of ours is
 compared only with its baseline of the same run and seed (``benchmarks.aggregate``'s wallclock block pools, per env
-and pair, the seeds of the runs that gave the baseline one budget, each seed from its latest run holding both). The printed table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at
-equal seconds and the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several
-seeds, returns are means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
+and pair, the seeds of the runs that gave the baseline one budget, each seed from its latest run holding both). The
+printed table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at equal
+seconds and the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several seeds,
+returns are means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
 """
 
 from __future__ import annotations

@@ -280,6 +280,7 @@ def wallclock(data: Data, spec: Spec) -> str:
         """What the baseline was given: its steps (``--baseline-steps``: no time limit) or the seconds."""
         return f"{baseline['steps']} steps" if math.isinf(float(baseline["seconds"])) else f"{baseline['seconds']} s"
 
+    row_of = {(r["run"], r["env"], r["algo"], r["seed"]): r for r in rows}
     body = []
     rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
     for env_id in dict.fromkeys(r["env"] for r in rows):
@@ -288,17 +289,13 @@ def wallclock(data: Data, spec: Spec) -> str:
             base_algo = BASELINE_OF[algo.partition(":")[0]]
             pairs: dict[str, dict[int, tuple[dict, dict]]] = {}  # budget -> seed -> (ours, baseline), latest run
             for r in rows:
-                if r["env"] != env_id or r["algo"] != algo:
+                baseline = row_of.get((r["run"], env_id, base_algo, r["seed"]))
+                if r["env"] != env_id or r["algo"] != algo or baseline is None:
                     continue
-                base = [
-                    b for b in rows if (b["run"], b["env"], b["algo"], b["seed"]) == (r["run"], env_id, base_algo, r["seed"])
-                ]
-                if not base:
-                    continue
-                by_seed = pairs.setdefault(budget_of(base[0]), {})
+                by_seed = pairs.setdefault(budget_of(baseline), {})
                 seed = int(r["seed"])
                 if seed not in by_seed or int(r["run"]) > int(by_seed[seed][0]["run"]):
-                    by_seed[seed] = (r, base[0])
+                    by_seed[seed] = (r, baseline)
             for by_seed in sorted(pairs.values(), key=lambda s: max(int(o["run"]) for o, _ in s.values())):
                 seeds = sorted(by_seed)
                 ours, base = [by_seed[s][0] for s in seeds], [by_seed[s][1] for s in seeds]
