@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "wallclock.csv"
 DEFAULT_ALGOS = ("grpo", "adaptive_kl_ppo", "exact_trpo", "ppo", "trpo")
 ALGOS = tuple(dict.fromkeys(DEFAULT_ALGOS + harness.OURS + harness.BASELINES))
+CURVE_FIELDS = ("run", "algo", "env", "seed", "train_seconds", "steps", "eval_mean")  # one row per evaluation
 FIELDS = (
     "run",
     "algo",
@@ -174,6 +175,7 @@ def run(
         "wall_seconds": round(wall, 3),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "commit": started_on,
+        "curve": [[round(at, 3), steps, round(mean, 2)] for at, steps, mean in curve],  # to the curves table
     }
 
 
@@ -270,8 +272,14 @@ def read(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
+def curves_path(path: Path) -> Path:
+    """The table of the evaluations along each run, beside the results table: ``wallclock_curves.csv``."""
+    return path.with_name(f"{path.stem}_curves{path.suffix}")
+
+
 def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) -> int:
-    """Append ``rows`` of run ``run_id`` to the results table (written with its header if new); returns the run.
+    """Append ``rows`` of run ``run_id`` to the results table (written with its header if new), and their
+    evaluations (a row's ``curve``: training seconds, steps, mean return) to :func:`curves_path`; returns the run.
 
     ``None`` numbers a new run, one past the table's largest, while the table is locked: a run is numbered at its
     first row, so that two invocations side by side (each started before the other wrote) get their own numbers.
@@ -289,6 +297,12 @@ def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) ->
             writer.writeheader()
         rows = [{**r, "run": run_id} for r in rows]
         writer.writerows({k: ("" if r[k] is None else r[k]) for k in FIELDS} for r in rows)
+        points = [[run_id, r["algo"], r["env"], r["seed"], *point] for r in rows for point in r.get("curve", ())]
+        if points:  # under the results table's lock
+            with open(curves_path(path), "a", newline="") as c:
+                if c.tell() == 0:
+                    c.write(",".join(CURVE_FIELDS) + "\n")
+                csv.writer(c).writerows(points)
     return run_id
 
 

@@ -26,7 +26,10 @@ def test_the_training_clock_stops_while_evaluating(monkeypatch):
     start = time.perf_counter()
     row = run("grpo", "CartPole-v1", seed=0, seconds=2.0, eval_seconds=0.5, n_eval_episodes=1)
     wall = time.perf_counter() - start
-    assert set(row) == set(FIELDS) - {"run"}  # the command adds the run number
+    assert set(row) == set(FIELDS) - {"run"} | {"curve"}  # the command adds the run number, and keeps the curve apart
+    assert len(row["curve"]) == row["n_evals"]
+    assert row["curve"][-1] == [row["train_seconds"], row["steps"], row["final_return"]]
+    assert [point[0] for point in row["curve"]] == sorted(point[0] for point in row["curve"])
     assert (row["algo"], row["env"], row["seed"], row["seconds"]) == ("grpo", "CartPole-v1", 0, 2.0)
     assert row["stopped_by"] == "seconds"
     assert 2.0 <= row["train_seconds"] < 3.5  # stopped at the first step past the budget (an update may overshoot)
@@ -73,6 +76,11 @@ def test_the_command_writes_one_row_per_run(tmp_path, capsys):
     assert [(r["run"], r["algo"], r["env"], r["seconds"]) for r in rows] == [("1", "grpo", "CartPole-v1", "0.5")]
     assert list(rows[0]) == list(FIELDS)
     assert float(rows[0]["train_seconds"]) >= 0.5
+    # each evaluation along the run goes to the curves table beside it, under the run's number
+    points = list(csv.DictReader(bench_wallclock.curves_path(out).open()))
+    assert list(points[0]) == list(bench_wallclock.CURVE_FIELDS) and len(points) == int(rows[0]["n_evals"])
+    assert {(p["run"], p["algo"], p["env"], p["seed"]) for p in points} == {("1", "grpo", "CartPole-v1", "0")}
+    assert (points[-1]["train_seconds"], points[-1]["eval_mean"]) == (rows[0]["train_seconds"], rows[0]["final_return"])
     assert "grpo" in capsys.readouterr().out
 
 
