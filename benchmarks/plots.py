@@ -1,7 +1,7 @@
 """
 The plots of BENCHMARKS.md, one per entry of ``plots`` in ``benchmarks/aggregate.yml``: learning curves per env
-(mean over seeds with a 95% bootstrap band), the headline scores, the throughput ratios. They need matplotlib
-(``pip install -e ".[bench]"``).
+(mean over seeds with a 95% bootstrap band), the headline scores, the throughput ratios, the equal wall-clock
+curves. They need matplotlib (``pip install -e ".[bench]"``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from benchmarks.blocks import Spec, headline_scores
 from benchmarks.dataset import DISPLAY, ORDER, SPEC, Data, budget_label, display
-from benchmarks.harness import BASELINE_OF, THRESHOLDS
+from benchmarks.harness import BASELINE_OF, OURS, THRESHOLDS
 from benchmarks.stats import bootstrap_ci, iqm
 
 
@@ -141,7 +141,65 @@ def throughput(data: Data, spec: Spec, path: Path) -> None:
     plt.close(fig)
 
 
-KINDS = {"curves": curves, "headline": headline, "throughput": throughput}
+def wallclock_lines(
+    results: list[dict[str, Any]], points: list[dict[str, Any]], env: str, baseline_steps: int
+) -> list[tuple[str, bool, list[float], list[float]]]:
+    """The equal wall-clock curves of ``env``: per run and seed where a baseline trained ``baseline_steps`` steps with
+    no time limit (a row within a rollout above them counts) and one of ours then trained for its seconds, the two
+    curves as (algorithm, is the baseline, training seconds / the baseline's, returns)."""
+    row_of = {(r["run"], r["env"], r["algo"], r["seed"]): r for r in results}
+    lines = []
+    for ours in (r for r in results if r["env"] == env and r["algo"].partition(":")[0] in OURS):
+        base = row_of.get((ours["run"], env, BASELINE_OF[ours["algo"].partition(":")[0]], ours["seed"]))
+        if base is None or float(base["seconds"]) != float("inf"):
+            continue
+        if int(base["steps"]) // 100_000 * 100_000 != baseline_steps:
+            continue
+        for row in (ours, base):
+            curve = [
+                (float(p["train_seconds"]) / float(base["train_seconds"]), float(p["eval_mean"]))
+                for p in points
+                if (p["run"], p["env"], p["algo"], p["seed"]) == (row["run"], env, row["algo"], row["seed"])
+            ]
+            if curve:
+                lines.append((row["algo"], row is base, [x for x, _ in curve], [y for _, y in curve]))
+    return lines
+
+
+def wallclock(data: Data, spec: Spec, path: Path) -> None:
+    """Equal wall-clock curves (``bench_wallclock``'s evaluations, ``wallclock_curves.csv``): per env, the return of
+    each of ours (solid) and of its baseline (dashed) against the training seconds as a fraction of the seconds the
+    baseline took for ``baseline_steps`` steps in the same run and seed (1.0: where ours stops); a line per run and
+    seed (:func:`wallclock_lines`)."""
+    import matplotlib.pyplot as plt
+
+    from benchmarks.bench_wallclock import read
+
+    results = read(data.results / spec["results"])
+    points = read(data.results / spec["file"])
+    palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
+    fig, axes = plt.subplots(1, len(spec["envs"]), figsize=(5 * len(spec["envs"]), 3.6), squeeze=False)
+    for ax, env in zip(axes[0], spec["envs"], strict=True):
+        drawn: set[str] = set()
+        for algo, is_baseline, xs, ys in wallclock_lines(results, points, env, spec["baseline_steps"]):
+            label = display(algo)
+            color = palette.get(algo.partition(":")[0], "grey")
+            ax.plot(xs, ys, ls="--" if is_baseline else "-", color=color, lw=1, label=None if label in drawn else label)
+            drawn.add(label)
+        if not drawn:
+            ax.text(0.5, 0.5, "no run with curves yet", ha="center", va="center", transform=ax.transAxes)
+        ax.axhline(THRESHOLDS[env], color="grey", ls=":", lw=1)
+        ax.set_title(env)
+        ax.set_xlabel(f"training seconds / the baseline's for {spec['baseline_steps'] // 1000}k steps")
+        ax.set_ylabel("eval return")
+        if drawn:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+KINDS = {"curves": curves, "headline": headline, "throughput": throughput, "wallclock": wallclock}
 
 
 def plots(data: Data, out: Path) -> list[Path]:

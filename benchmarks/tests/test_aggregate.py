@@ -1,6 +1,7 @@
 """benchmarks/aggregate.py and the modules it runs (stats, dataset, blocks, plots): the statistics against
 hand-computed values, the tables on a small fixture table, and the committed pages against the committed data."""
 
+import csv
 import functools
 import itertools
 import json
@@ -171,6 +172,7 @@ def test_plots_from_the_fixture(results, tmp_path):
         "env,algo,steps,fps,update_ms,n_updates,update_share,peak_rss_mb,fps_ratio,update_ratio,rss_ratio\n"
         "CartPole-v1,ppo,100,10,1.0,1,0.5,300,1.00,1.00,1.00\nCartPole-v1,grpo,100,20,1.0,1,0.5,300,2.00,1.00,1.00\n"
     )
+    _write_wallclock(results)
     data = aggregate.Data(*load(results / "cells.csv.gz", results / "curves.csv.gz"), results)
     written = aggregate.plots(data, tmp_path / "plots")
     assert [p.name for p in written] == [
@@ -179,8 +181,46 @@ def test_plots_from_the_fixture(results, tmp_path):
         "curves_mujoco_1m.png",
         "headline.png",
         "throughput.png",
+        "wallclock_mujoco_1m.png",
     ]
     assert all(p.stat().st_size > 10_000 for p in written)
+
+
+def _write_wallclock(results):
+    """Three bench_wallclock runs on Hopper-v5: at PPO's seconds for 1M steps (run 1), for 300k steps (run 2), and
+    for a budget of seconds (run 3), each with two evaluations per algorithm."""
+    from benchmarks.bench_wallclock import CURVE_FIELDS, FIELDS
+
+    runs = [("1", "inf", 1_000_448, 500.0), ("2", "inf", 300_032, 150.0), ("3", "60.0", 70_000, 60.0)]
+    rows, points = [], []
+    for run, seconds, steps, took in runs:
+        for algo, given in (("ppo", seconds), ("grpo", str(took))):
+            rows.append(dict.fromkeys(FIELDS, "") | {"run": run, "algo": algo, "env": "Hopper-v5", "seed": "0"})
+            rows[-1] |= {"seconds": given, "steps": str(steps), "train_seconds": str(took)}
+            ret = 1000.0 if algo == "grpo" else 900.0
+            points += [
+                [run, algo, "Hopper-v5", "0", took / 2, steps // 2, ret / 2],
+                [run, algo, "Hopper-v5", "0", took, steps, ret],
+            ]
+    with open(results / "wallclock.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(results / "wallclock_curves.csv", "w", newline="") as f:
+        csv.writer(f).writerows([CURVE_FIELDS, *points])
+
+
+def test_equal_wall_clock_curves_take_the_runs_at_the_baseline_steps(results):
+    """Only run 1 gave PPO 1M steps with no time limit; its curves go against the fraction of PPO's seconds."""
+    from benchmarks.bench_wallclock import read
+    from benchmarks.plots import wallclock_lines
+
+    _write_wallclock(results)
+    rows, points = read(results / "wallclock.csv"), read(results / "wallclock_curves.csv")
+    lines = wallclock_lines(rows, points, "Hopper-v5", 1_000_000)
+    assert lines == [("grpo", False, [0.5, 1.0], [500.0, 1000.0]), ("ppo", True, [0.5, 1.0], [450.0, 900.0])]
+    assert [line[2][-1] for line in wallclock_lines(rows, points, "Hopper-v5", 300_000)] == [1.0, 1.0]  # run 2
+    assert wallclock_lines(rows, [], "Hopper-v5", 1_000_000) == []  # runs written before curves were kept
 
 
 def test_summary_of_a_selection(results, tmp_path):
