@@ -34,7 +34,9 @@ compared only with its baseline of the same run and seed (``benchmarks.aggregate
 and pair, the seeds of the runs that gave the baseline one budget, each seed from its latest run holding both). The
 printed table gives, per env, each of ours beside its baseline (``harness.BASELINE_OF``): the returns at equal
 seconds and the seconds-to-threshold ratio (ours / baseline; below 1: ours gets there sooner). With several seeds,
-returns are means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow).
+returns are means and seconds to threshold medians (a seed that never reaches it counts as infinitely slow). Each
+evaluation along a run (training seconds, steps, mean return) goes to ``wallclock_curves.csv`` beside the table,
+under the run's number (:func:`curves_path`; plotted by ``benchmarks.aggregate``).
 """
 
 from __future__ import annotations
