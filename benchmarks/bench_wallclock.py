@@ -274,6 +274,19 @@ def read(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
+def with_baselines(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each row of ours with its baseline's row of the same run, env and seed (rows without one are left out):
+    seconds compare only within a run."""
+    row_of = {(r["run"], r["env"], r["algo"], r["seed"]): r for r in rows}
+    pairs = []
+    for r in rows:
+        if r["algo"].partition(":")[0] in harness.OURS:
+            baseline = row_of.get((r["run"], r["env"], baseline_of(r["algo"]), r["seed"]))
+            if baseline is not None:
+                pairs.append((r, baseline))
+    return pairs
+
+
 def curves_path(path: Path) -> Path:
     """The table of the evaluations along each run, beside the results table: ``wallclock_curves.csv``."""
     return path.with_name(f"{path.stem}_curves{path.suffix}")

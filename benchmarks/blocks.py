@@ -265,7 +265,7 @@ def wallclock(data: Data, spec: Spec) -> str:
     the runs that gave the baseline the same budget (its steps under ``--baseline-steps``, else the seconds), taking
     for each seed the latest run holding both. With several seeds: mean returns (the last evaluation and the best
     one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
-    from benchmarks.bench_wallclock import median_seconds_to_threshold, read
+    from benchmarks.bench_wallclock import median_seconds_to_threshold, read, with_baselines
 
     rows = read(data.results / spec["file"])
 
@@ -280,7 +280,6 @@ def wallclock(data: Data, spec: Spec) -> str:
         """What the baseline was given: its steps (``--baseline-steps``: no time limit) or the seconds."""
         return f"{baseline['steps']} steps" if math.isinf(float(baseline["seconds"])) else f"{baseline['seconds']} s"
 
-    row_of = {(r["run"], r["env"], r["algo"], r["seed"]): r for r in rows}
     body = []
     rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
     for env_id in dict.fromkeys(r["env"] for r in rows):
@@ -288,9 +287,8 @@ def wallclock(data: Data, spec: Spec) -> str:
         for algo in sorted(present, key=lambda a: (rank.get(a.partition(":")[0], len(ORDER)), a)):
             base_algo = BASELINE_OF[algo.partition(":")[0]]
             pairs: dict[str, dict[int, tuple[dict, dict]]] = {}  # budget -> seed -> (ours, baseline), latest run
-            for r in rows:
-                baseline = row_of.get((r["run"], env_id, base_algo, r["seed"]))
-                if r["env"] != env_id or r["algo"] != algo or baseline is None:
+            for r, baseline in with_baselines(rows):
+                if r["env"] != env_id or r["algo"] != algo:
                     continue
                 by_seed = pairs.setdefault(budget_of(baseline), {})
                 seed = int(r["seed"])

@@ -16,7 +16,7 @@ import numpy as np
 
 from benchmarks.blocks import Spec, headline_scores
 from benchmarks.dataset import DISPLAY, ORDER, SPEC, Data, budget_label, display
-from benchmarks.harness import BASELINE_OF, OURS, THRESHOLDS
+from benchmarks.harness import BASELINE_OF, THRESHOLDS
 from benchmarks.stats import bootstrap_ci, iqm
 
 
@@ -147,11 +147,11 @@ def wallclock_lines(
     """The equal wall-clock curves of ``env``: per run and seed where a baseline trained ``baseline_steps`` steps with
     no time limit (a row within a rollout above them counts) and one of ours then trained for its seconds, the two
     curves as (algorithm, is the baseline, training seconds / the baseline's, returns)."""
-    row_of = {(r["run"], r["env"], r["algo"], r["seed"]): r for r in results}
+    from benchmarks.bench_wallclock import with_baselines
+
     lines = []
-    for ours in (r for r in results if r["env"] == env and r["algo"].partition(":")[0] in OURS):
-        base = row_of.get((ours["run"], env, BASELINE_OF[ours["algo"].partition(":")[0]], ours["seed"]))
-        if base is None or float(base["seconds"]) != float("inf"):
+    for ours, base in with_baselines(results):
+        if ours["env"] != env or float(base["seconds"]) != float("inf"):
             continue
         if int(base["steps"]) // 100_000 * 100_000 != baseline_steps:
             continue
