@@ -47,7 +47,7 @@ WANTED = {"default", "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3
 WANTED_ENTRIES = {
     "grpo": WANTED | {"sb3_grpo/Arithmetic-v0", "Walker2d-v5"},
     "exact_trpo": WANTED | {"MountainCar-v0"},
-    "adaptive_kl_ppo": WANTED | {"MountainCarContinuous-v0"},
+    "adaptive_kl_ppo": WANTED | {"MountainCarContinuous-v0", "Walker2d-v5"},
     "reinforce": {"default", "CartPole-v1", "Acrobot-v1"},
     "online_dpo": {"default", "CartPole-v1", "Acrobot-v1", "sb3_grpo/Arithmetic-v0"},
 }
