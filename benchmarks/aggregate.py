@@ -8,10 +8,9 @@ Rebuild every benchmark table and plot from the committed data files.
 Data: ``benchmarks/results/cells.csv.gz`` and ``curves.csv.gz`` (the harness cells, see ``benchmarks/table.py``),
 ``throughput.csv``, ``wallclock.csv`` with ``wallclock_curves.csv``, ``paired_adaptive_kl_ppo*.csv`` (the speed
 benchmarks), and the data rows of finished studies (``instructions_adaptive_kl_ppo*.csv``, ``soak.csv``,
-``arithmetic.json``). Tables are the blocks
-between ``<!-- aggregate: NAME -->`` and ``<!-- /aggregate -->`` in README.md, BENCHMARKS.md and
-docs/guide/grpo_studies.md; plots go to ``benchmarks/results/*.png`` (they need matplotlib,
-``pip install -e ".[bench]"``; the tables need numpy and PyYAML).
+``arithmetic.json``). Tables are the blocks between ``<!-- aggregate: NAME -->`` and ``<!-- /aggregate -->`` in
+README.md, BENCHMARKS.md and docs/guide/grpo_studies.md; plots go to ``benchmarks/results/*.png`` (they need
+matplotlib, ``pip install -e ".[bench]"``; the tables need numpy and PyYAML).
 
 What each block and plot shows (entry and sweep names, cells, files) is data: ``benchmarks/aggregate.yml``. The code:
 ``dataset.py`` (the cells by name, formatting), ``stats.py`` (statistics), ``blocks.py`` and ``study_blocks.py`` (one

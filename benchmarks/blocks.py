@@ -282,12 +282,13 @@ def wallclock(data: Data, spec: Spec) -> str:
 
     body = []
     rank = {name: i for i, name in enumerate(ORDER)}  # REINFORCE and OnlineDPO (not in ORDER) come last
+    paired = with_baselines(rows)
     for env_id in dict.fromkeys(r["env"] for r in rows):
         present = dict.fromkeys(r["algo"] for r in rows if r["env"] == env_id and r["algo"] not in BASELINES)
         for algo in sorted(present, key=lambda a: (rank.get(a.partition(":")[0], len(ORDER)), a)):
             base_algo = BASELINE_OF[algo.partition(":")[0]]
             pairs: dict[str, dict[int, tuple[dict, dict]]] = {}  # budget -> seed -> (ours, baseline), latest run
-            for r, baseline in with_baselines(rows):
+            for r, baseline in paired:
                 if r["env"] != env_id or r["algo"] != algo:
                     continue
                 by_seed = pairs.setdefault(budget_of(baseline), {})
