@@ -25,7 +25,9 @@ A sweep file may change the model partway through a cell, as a user would betwee
 ``switch: {at: <steps>, set: {<argument>: <value>, ...}}`` trains to ``at`` steps, saves the model, loads it with
 ``set`` as keyword arguments (``GRPO.load(path, env, branch_every=20, ...)``) and trains on to the budget with
 ``reset_num_timesteps=False``, the evaluations keeping their steps. As in SB3, the first ``learn`` runs its
-schedules over ``at`` steps and the second over the whole budget (resuming at ``at / budget`` of their progress).
+schedules over ``at`` steps and the second over the whole budget (resuming at ``at / budget`` of their progress);
+with ``schedules: budget`` in ``switch`` the first ``learn`` is ``learn(budget)`` stopped by a callback at ``at``
+steps (the rollout in progress is dropped), so every schedule runs once over the whole budget.
 
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """
@@ -262,6 +264,17 @@ def every_n_steps(freq: int, fn: Any) -> Any:
     return EveryNSteps()
 
 
+def stop_at(steps: int) -> Any:
+    """A callback that stops training once ``steps`` env steps have been taken."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class StopAt(BaseCallback):
+        def _on_step(self) -> bool:
+            return self.num_timesteps < steps
+
+    return StopAt()
+
+
 def evaluate_model(model: Any, eval_env: Any, n_eval_episodes: int) -> tuple[float, float]:
     """Mean and std of the return of ``n_eval_episodes`` deterministic episodes on ``eval_env``, whose VecNormalize
     observation statistics (if any) are first copied from the model's training env."""
@@ -360,10 +373,24 @@ def run_cell(
 def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any, path: Path) -> Any:
     """Train ``model`` to ``switch["at"]`` steps, save it and load it back with ``switch["set"]`` as keyword
     arguments (on the same env); returns the loaded model. The sweep key ``switch`` of the module docstring."""
-    unknown = set(switch) - {"at", "set"}
-    if unknown or "at" not in switch or not 0 < int(switch["at"]) < budget:
-        raise ValueError(f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}}}, got {switch!r}")
-    model.learn(int(switch["at"]), callback=callback)
+    unknown = set(switch) - {"at", "set", "schedules"}
+    if (
+        unknown
+        or "at" not in switch
+        or not 0 < int(switch["at"]) < budget
+        or switch.get("schedules", "at") not in ("at", "budget")
+    ):
+        raise ValueError(
+            f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}, schedules: at | budget}} "
+            f"(schedules optional), got {switch!r}"
+        )
+    at = int(switch["at"])
+    if switch.get("schedules", "at") == "budget":
+        from stable_baselines3.common.callbacks import CallbackList
+
+        model.learn(budget, callback=CallbackList([callback, stop_at(at)]))
+    else:
+        model.learn(at, callback=callback)
     model.save(path)
     loaded = type(model).load(path, env=model.get_env(), device=model.device, **dict(switch.get("set") or {}))
     path.unlink()

@@ -110,6 +110,26 @@ def test_a_switch_loads_the_model_with_new_arguments_and_trains_on(tmp_path, mon
     assert not list(tmp_path.glob("*.zip"))  # the saved model is removed once loaded
     with pytest.raises(ValueError, match="switch must be"):
         harness.switch_model(None, {"at": 640}, 640, None, tmp_path / "x.zip")
+    with pytest.raises(ValueError, match="switch must be"):
+        harness.switch_model(None, {"at": 256, "schedules": "total"}, 640, None, tmp_path / "x.zip")
+
+
+@pytest.mark.parametrize("schedules", ["at", "budget"])
+def test_a_switch_runs_the_first_schedules_over_at_or_the_budget(tmp_path, schedules):
+    """With ``schedules: at`` the first ``learn`` runs its schedules out by ``at`` steps; with ``schedules: budget``
+    it stops at ``at`` steps with the schedules where a single run over the budget has them."""
+    import benchmarks.harness as harness
+    from sb3_grpo import GRPO
+
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=2, learning_rate=lambda p: p, seed=0)
+    switch = {"at": 256, "set": {}, "schedules": schedules}
+    loaded = harness.switch_model(model, switch, 1024, harness.every_n_steps(10_000, lambda: None), tmp_path / "m.zip")
+    assert 256 <= model.num_timesteps == loaded.num_timesteps < 1024
+    remaining = model._current_progress_remaining
+    if schedules == "at":
+        assert model._total_timesteps == 256 and remaining <= 0
+    else:
+        assert model._total_timesteps == 1024 and remaining > 0.5
 
 
 def test_cells_record_the_constructor_defaults_their_entry_leaves_out(tmp_path):
