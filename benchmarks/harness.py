@@ -391,7 +391,9 @@ def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any,
         model.learn(budget, callback=CallbackList([callback, stop_at(at)]))
     else:
         model.learn(at, callback=callback)
-    model.save(path)
+    # run_cell times the updates by wrapping the instance's ``train``; saved with the model, the wrapper would come
+    # back bound to a pickled copy of this model, and the loaded model would train that copy instead of itself
+    model.save(path, exclude=["train"])
     loaded = type(model).load(path, env=model.get_env(), device=model.device, **dict(switch.get("set") or {}))
     path.unlink()
     return loaded

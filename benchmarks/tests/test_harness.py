@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch as th
 import yaml
 
 from benchmarks.harness import cell_name, load_hyperparams, versions
@@ -97,11 +98,24 @@ def test_a_switch_loads_the_model_with_new_arguments_and_trains_on(tmp_path, mon
         loaded = original(model, *args)
         seen.append((model.num_timesteps, loaded.num_timesteps, model.branch_every, loaded.branch_every))
         assert loaded.branch_common_noise and not model.branch_common_noise
+        trained.append(th.nn.utils.parameters_to_vector(loaded.policy.parameters()).detach().clone())
         return loaded
 
     monkeypatch.setattr(harness, "switch_model", recording)
+    trained: list = []
+    evaluated: list = []
+    evaluate_model = harness.evaluate_model
+
+    def recording_evaluation(model, *args):
+        evaluated.append(model)
+        return evaluate_model(model, *args)
+
+    monkeypatch.setattr(harness, "evaluate_model", recording_evaluation)
     summary = harness.run_cell("grpo", "CartPole-v1", 0, 640, str(tmp_path), eval_freq=128, n_eval_episodes=1)
     ((before, after, every_before, every_after),) = seen
+    # the loaded model itself trains on after the switch (the update timer saved with it once trained a copy)
+    after_switch = th.nn.utils.parameters_to_vector(evaluated[-1].policy.parameters()).detach()
+    assert evaluated[-1].num_timesteps >= 640 and not th.equal(after_switch, trained[0])
     assert before == after >= 256 and (every_before, every_after) == (None, 8)
     curve = (tmp_path / "grpo__CartPole-v1__s0__640.csv").read_text().splitlines()[1:]
     steps = [int(line.split(",")[0]) for line in curve]
