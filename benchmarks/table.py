@@ -26,6 +26,7 @@ import gzip
 import io
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -169,7 +170,21 @@ def add(
     summaries: list[tuple[dict[str, Any], Path | None]], cells_path: Path = CELLS, curves_path: Path = CURVES
 ) -> tuple[int, int]:
     """Add finished cells (their harness summary and curve file) to the table. A cell already in the table is left
-    as it is: a cell is run once. Returns (added, already there)."""
+    as it is: a cell is run once. Returns (added, already there).
+
+    The table is read and written under a lock (``.table.lock`` beside it), so that harness invocations side by side
+    that finish together each add their cells instead of writing over the other's.
+    """
+    cells_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(cells_path.parent / ".table.lock", "a") as lock:
+        if sys.platform != "win32":
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _add(summaries, cells_path, curves_path)
+
+
+def _add(summaries: list[tuple[dict[str, Any], Path | None]], cells_path: Path, curves_path: Path) -> tuple[int, int]:
     cells = read_cells(cells_path)
     curves = read_curves(curves_path)
     present = {tuple(r[k] for k in KEY) for r in cells}
