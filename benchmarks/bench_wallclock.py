@@ -124,7 +124,13 @@ def run(
         raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
     th.set_num_threads(1)
     started_on = harness.commit()  # the working tree may change while it trains
-    model, eval_env, _ = harness.build(algo, env_id, seed, device)
+    model, eval_env, used = harness.build(algo, env_id, seed, device)
+    if used.get("switch"):
+        raise ValueError(
+            f"{algo} on {env_id}: its sweep changes the model partway through (switch: {used['switch']!r}), at a "
+            "number of steps, which a run for a number of seconds does not have; run it with benchmarks.harness, or "
+            "use a sweep without switch"
+        )
     clock = TrainingClock()
     curve: list[tuple[float, int, float]] = []  # (training seconds, steps, mean return)
     stopped_by = ["steps"]

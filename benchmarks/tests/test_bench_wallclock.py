@@ -209,3 +209,11 @@ def test_a_sweep_variant_of_ours_gets_its_baselines_seconds(tmp_path, monkeypatc
     for wrong in (["ppo:x"], ["sac"]):  # a baseline has no sweeps; an unknown algorithm is refused
         with pytest.raises(SystemExit):
             bench_wallclock.main(["--algos", *wrong, "--out", str(out)])
+
+
+def test_a_sweep_that_switches_partway_is_refused(monkeypatch):
+    """A sweep's ``switch`` happens at a number of steps, which a run for seconds does not have: refused, not dropped."""
+    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "switch": {"at": 256, "set": {"branch_every": 8}}}
+    monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry))
+    with pytest.raises(ValueError, match="switch"):
+        run("grpo:x", "CartPole-v1", seed=0, seconds=1.0, eval_seconds=1.0, n_eval_episodes=1)
