@@ -53,10 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness
-
-if sys.platform != "win32":
-    import fcntl
+from benchmarks import harness, table
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "wallclock.csv"
@@ -307,8 +304,7 @@ def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) ->
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+", newline="") as f:
-        if sys.platform != "win32":
-            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        table.lock(f)  # released when the file closes
         new = os.fstat(f.fileno()).st_size == 0
         if run_id is None:  # read the table once, for a run's first row
             f.seek(0)

@@ -374,18 +374,14 @@ def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any,
     """Train ``model`` to ``switch["at"]`` steps, save it and load it back with ``switch["set"]`` as keyword
     arguments (on the same env); returns the loaded model. The sweep key ``switch`` of the module docstring."""
     unknown = set(switch) - {"at", "set", "schedules"}
-    if (
-        unknown
-        or "at" not in switch
-        or not 0 < int(switch["at"]) < budget
-        or switch.get("schedules", "at") not in ("at", "budget")
-    ):
+    schedules = switch.get("schedules", "at")
+    if unknown or "at" not in switch or not 0 < int(switch["at"]) < budget or schedules not in ("at", "budget"):
         raise ValueError(
             f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}, schedules: at | budget}} "
             f"(schedules optional), got {switch!r}"
         )
     at = int(switch["at"])
-    if switch.get("schedules", "at") == "budget":
+    if schedules == "budget":
         from stable_baselines3.common.callbacks import CallbackList
 
         model.learn(budget, callback=CallbackList([callback, stop_at(at)]))

@@ -176,12 +176,18 @@ def add(
     that finish together each add their cells instead of writing over the other's.
     """
     cells_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(cells_path.parent / ".table.lock", "a") as lock:
-        if sys.platform != "win32":
-            import fcntl
-
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with open(cells_path.parent / ".table.lock", "a") as f:
+        lock(f)
         return _add(summaries, cells_path, curves_path)
+
+
+def lock(f: Any) -> None:
+    """Hold an exclusive lock on the open file ``f`` until it is closed (``fcntl``; no lock on Windows), for the
+    results tables that runs side by side write to."""
+    if sys.platform != "win32":
+        import fcntl
+
+        fcntl.flock(f, fcntl.LOCK_EX)
 
 
 def _add(summaries: list[tuple[dict[str, Any], Path | None]], cells_path: Path, curves_path: Path) -> tuple[int, int]:
