@@ -375,6 +375,44 @@ def test_group_step_baseline_reward_streams_need_lam_one_and_matching_shapes():
         get_advantage_estimator("group_step_baseline").compute(streams)
 
 
+def test_group_step_baseline_reward_history_by_hand():
+    # gamma 0, so G_t = r_t. a = [1, 3, 3], b = [1, 1, 1]: leave-one-out a = [0, 2, 2], b = [0, -2, -2].
+    # Features at t = 2 (a minus b): last reward 3 - 1 = 2, moving average .39 - .19 = .2; at t = 1 both 0. The fit
+    # explains t = 2 exactly (what a's reward at t = 1 already said) and cannot touch t = 1.
+    inputs = group_inputs(
+        outcomes=[0.0, 0.0], groups=np.array([0, 0]), step_rewards=[np.array([1.0, 3.0, 3.0]), np.ones(3)], gamma=0.0
+    )
+    plain = adv("group_step_baseline", inputs, scale="none")
+    np.testing.assert_allclose(plain.advantages, [[0.0, 0.0], [2.0, -2.0], [2.0, -2.0]])
+    out = adv("group_step_baseline", inputs, scale="none", reward_history=True)
+    np.testing.assert_allclose(out.advantages, [[0.0, 0.0], [2.0, -2.0], [0.0, 0.0]], atol=1e-12)
+
+
+def test_group_step_baseline_reward_history_removes_what_the_state_carries():
+    """r_t = s_t + a_t with s a random walk no action moves: the fit on earlier rewards removes much of s_t's share of
+    the advantage, so the advantages track the actions better (and their mean over the batch stays zero)."""
+    rng = np.random.default_rng(0)
+    n_groups, size, horizon = 16, 8, 60
+    actions = rng.normal(size=(horizon, n_groups * size))
+    state = np.cumsum(rng.normal(scale=0.5, size=(horizon, n_groups * size)), axis=0)
+    state -= state[0]  # every member starts from the group's state
+    rewards = state + actions
+    inputs = AdvantageInputs.from_trajectories(list(rewards.T), gamma=0.0, group_ids=np.repeat(np.arange(n_groups), size))
+    plain = adv("group_step_baseline", inputs, scale="none").advantages[1:].ravel()
+    history = adv("group_step_baseline", inputs, scale="none", reward_history=True).advantages[1:].ravel()
+    signal = (actions - actions.reshape(horizon, n_groups, size).mean(-1).repeat(size, axis=1))[1:].ravel()
+    assert np.corrcoef(history, signal)[0, 1] > np.corrcoef(plain, signal)[0, 1] + 0.3
+    assert history.var() < 0.4 * plain.var()
+    assert abs(history.mean()) < 1e-9
+
+
+def test_group_step_baseline_reward_history_refusals():
+    with pytest.raises(EstimatorError, match=r"reward_history=True needs lam=1, got lam=0\.9"):
+        get_advantage_estimator("group_step_baseline", reward_history=True, lam=0.9)
+    with pytest.raises(EstimatorError, match=r"reward_history must be True or False, got 'yes'"):
+        get_advantage_estimator("group_step_baseline", reward_history="yes")
+
+
 def test_reinforce_baseline_running_mean():
     est = get_advantage_estimator("reinforce_baseline", decay=0.9)
     first = group_inputs(outcomes=[1.0, 3.0], groups=np.array([0, 1]))

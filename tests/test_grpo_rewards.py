@@ -95,3 +95,31 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     assert (loaded._estimator.running_count, loaded._estimator.running_mean, loaded._estimator.running_var) == state
     loaded.learn(400, reset_num_timesteps=False)
     assert loaded._estimator.running_count == 1600
+
+
+def test_reward_history_reaches_the_advantages_and_the_log(tmp_path):
+    """advantage_kwargs=dict(reward_history=True) changes the advantages GRPO trains on, logs the fraction its fit
+    removed, and is saved with the model."""
+    seen = []
+
+    class Spy(GroupStepBaseline):
+        def compute(self, inputs):
+            outputs = super().compute(inputs)
+            seen.append((inputs, outputs.advantages))
+            return outputs
+
+    kwargs = dict(n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu")
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    model = GRPO("MlpPolicy", env, advantage_estimator=Spy(reward_history=True), **kwargs)
+    model.learn(400)
+    inputs, advantages = seen[-1]
+    explained = model.logger.name_to_value["train/reward_history_explained"]
+    assert 0.0 < explained < 1.0 and explained == model._estimator.history_explained
+    plain = GroupStepBaseline().compute(inputs).advantages
+    assert not np.allclose(plain, advantages)
+    model.save(tmp_path / "history.zip")
+    loaded = GRPO.load(tmp_path / "history.zip", device="cpu")
+    assert loaded._estimator.reward_history
+    model = GRPO("MlpPolicy", env, advantage_estimator="group_step_baseline", **kwargs)
+    model.learn(400)
+    assert "train/reward_history_explained" not in model.logger.name_to_value

@@ -335,6 +335,52 @@ class GroupProcess(AdvantageEstimator):
         return AdvantageOutputs(advantages=reward_to_go(normalised, discount, valid))
 
 
+def _others_mean(values: np.ndarray, valid: np.ndarray, inverse: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per entry ``(t, i)``: the mean of ``values`` over the other members of column i's group alive at t, or the
+    entry itself where no other member is alive (so that ``values - _others_mean(...)`` is zero there)."""
+    sums = np.zeros((values.shape[0], n_groups))
+    counts = np.zeros((values.shape[0], n_groups))
+    for column in range(values.shape[1]):
+        alive = valid[:, column]
+        sums[:, inverse[column]] += np.where(alive, values[:, column], 0.0)
+        counts[:, inverse[column]] += alive
+    others = counts[:, inverse] - 1.0
+    return np.where(others > 0, (sums[:, inverse] - np.where(valid, values, 0.0)) / np.maximum(others, 1.0), values)
+
+
+def _subtract_history_fit(
+    advantages: np.ndarray, streams: list[np.ndarray], used: np.ndarray, inverse: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, float | None]:
+    """``group_step_baseline(reward_history=True)``: subtract the least-squares fit of ``advantages`` on each member's
+    earlier rewards relative to its group's (per stream: the last reward and its moving average, decay 0.9), over the
+    entries ``used`` after the first step.
+
+    :return: the advantages less the fit, and the fraction of their sum of squares the fit removed (``None`` when
+        there are too few entries to fit)."""
+    features = []
+    for stream in streams:
+        stream = np.where(used, np.asarray(stream, dtype=np.float64), 0.0)
+        last = np.zeros_like(stream)
+        last[1:] = stream[:-1]
+        average = np.zeros_like(stream)
+        for t in range(1, stream.shape[0]):
+            average[t] = 0.9 * average[t - 1] + 0.1 * stream[t - 1]
+        for feature in (last, average):
+            features.append(np.where(used, feature - _others_mean(feature, used, inverse, n_groups), 0.0))
+    fitted = used.copy()
+    fitted[0] = False
+    if fitted.sum() <= len(features):
+        return advantages, None
+    design = np.stack([feature[fitted] for feature in features], axis=1)
+    target = advantages[fitted]
+    beta, *_ = np.linalg.lstsq(design, target, rcond=None)
+    out = advantages.copy()
+    out[fitted] -= design @ beta
+    total = float(np.square(target).sum())
+    explained = 1.0 - float(np.square(out[fitted]).sum()) / total if total > 0 else 0.0
+    return out, explained
+
+
 class GroupStepBaseline(AdvantageEstimator):
     """
     Per-step group baseline for long episodes. Members of a group start from one state, so at step index t
@@ -369,16 +415,32 @@ class GroupStepBaseline(AdvantageEstimator):
     and the baseline is formed from them as above. A survival bonus can then look far ahead (a fall costs every step
     after it) while a speed reward is credited to the steps around it. Needs ``lam=1``.
 
+    ``reward_history=True`` subtracts, in addition, what each member's own rewards before step t predict of its
+    advantage. By step t the members of a group are in different states, and ``G_t^i - b_t^i`` carries the difference
+    of their states' values, which no action at t caused (a critic removes it). Rewards persist (a walker that is fast
+    at t-1 is fast over the next steps), so part of that difference shows in the rewards already received. Per reward
+    function, the member's last reward ``r_{t-1}^i`` and its moving average (decay 0.9) minus the same for the other
+    members alive at t are the features ``x_t^i``; ``beta`` is the least-squares fit of the advantages on them over the
+    batch, and ``A_t^i - beta . x_t^i`` the advantage. The features are fixed before the action at t, so subtracting
+    them leaves the policy gradient's expectation unchanged (up to fitting ``beta`` on the same batch, O(features /
+    steps)) and removes the variance they explain: the fraction removed is ``history_explained`` (GRPO's
+    ``train/reward_history_explained``). Needs ``lam=1``.
+
     :param scale: ``"batch"`` (default), ``"floored"`` or ``"none"``.
     :param floor: with ``scale="floored"``, the floor as a fraction of the running standard deviation, in (0, 1]
         (default 1).
     :param lam: the GAE-style lambda in [0, 1] (default 1: the plain per-step baseline).
     :param eps: added to the standard deviation.
+    :param reward_history: also subtract the part of the advantage that each member's own earlier rewards predict
+        (above; default False).
     """
 
     requires = frozenset({"step_rewards", "group_ids"})
+    reward_history = False  # a class default as well: estimators saved before the option load without it
 
-    def __init__(self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8, floor: float = 1.0):
+    def __init__(
+        self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8, floor: float = 1.0, reward_history: bool = False
+    ):
         if scale not in ("batch", "floored", "none"):
             raise EstimatorError(f"group_step_baseline: scale must be 'batch', 'floored' or 'none', got {scale!r}")
         if not 0.0 < floor <= 1.0:  # also refuses NaN
@@ -387,6 +449,11 @@ class GroupStepBaseline(AdvantageEstimator):
             raise EstimatorError(f"group_step_baseline: floor={floor!r} needs scale='floored', got scale={scale!r}")
         if not 0.0 <= lam <= 1.0:  # also refuses NaN
             raise EstimatorError(f"group_step_baseline: lam must be in [0, 1], got {lam!r}")
+        if reward_history not in (True, False):
+            raise EstimatorError(f"group_step_baseline: reward_history must be True or False, got {reward_history!r}")
+        if reward_history and lam != 1.0:
+            raise EstimatorError(f"group_step_baseline: reward_history=True needs lam=1, got lam={lam!r}")
+        self.reward_history = bool(reward_history)
         self.scale = scale
         self.lam = float(lam)
         self.eps = float(eps)
@@ -408,6 +475,12 @@ class GroupStepBaseline(AdvantageEstimator):
     def running_var(self) -> float:
         """Running variance of the unscaled advantages (count-weighted over every batch so far)."""
         return float(self._running.var)
+
+    @property
+    def history_explained(self) -> float | None:
+        """With ``reward_history``: the fraction of the advantages' sum of squares the last batch's fit removed (GRPO
+        logs it as ``train/reward_history_explained``); ``None`` before the first batch."""
+        return getattr(self, "_history_explained", None)
 
     @property
     def accepts_reward_streams(self) -> bool:
@@ -452,6 +525,11 @@ class GroupStepBaseline(AdvantageEstimator):
         flat = (highest == lowest)[:, inverse]
         if self.lam == 1.0:
             advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
+            if self.reward_history:
+                pairs = [(rewards, inputs.gamma)] if streams is None else streams
+                advantages, self._history_explained = _subtract_history_fit(
+                    advantages, [stream for stream, _ in pairs], valid & ~flat, inverse, n_groups
+                )
         else:
             baseline = np.where(valid, baseline, 0.0)
             following = np.zeros_like(baseline)

@@ -481,6 +481,9 @@ class GRPO(GroupSamplingAlgorithm):
             first_steps_only=bool(self.branch_common_noise),
             policy=self.policy,
         )
+        explained = getattr(self._estimator, "history_explained", None)  # group_step_baseline(reward_history=True)
+        if explained is not None:
+            stats = {**(stats or {}), "train/reward_history_explained": explained}
         return stats
 
     # ------------------------------------------------------------------ update
