@@ -1,7 +1,6 @@
 """KLAdaptiveLR: the rule step by step against hand-computed rates, and in every algorithm whose learning rate steps
 the policy: each update's rate is the rule applied to the KL the previous update measured; saved and resumed."""
 
-import itertools
 import math
 
 import pytest
@@ -28,52 +27,6 @@ def test_the_rule_step_by_step():
     for kl, expected in steps:
         assert s.update(kl) == pytest.approx(expected, rel=1e-12)
         assert s(0.3) == s.lr  # the progress plays no part
-
-
-def test_an_annealed_target_step_by_step():
-    """desired_kl_end: the target goes geometrically from desired_kl (progress 1) to desired_kl_end (progress 0), set by
-    the progress the schedule was last called with; the rule reads the band around it."""
-    s = KLAdaptiveLR(1e-3, desired_kl=0.01, desired_kl_end=0.0001)
-    assert s.target == 0.01
-    assert s(1.0) == 1e-3 and s.update(0.015) == 1e-3  # band [0.005, 0.02]: unchanged
-    s(0.5)
-    assert s.target == pytest.approx(0.001, rel=1e-12)  # sqrt(0.01 * 0.0001)
-    assert s.update(0.015) == pytest.approx(1e-3 / 1.5, rel=1e-12)  # band [0.0005, 0.002]: shrink
-    assert s.update(0.0015) == pytest.approx(1e-3 / 1.5, rel=1e-12)  # inside: unchanged
-    s(0.0)
-    assert s.target == pytest.approx(0.0001, rel=1e-12)
-    assert s.update(0.0015) == pytest.approx(1e-3 / 1.5**2, rel=1e-12)  # band [5e-5, 2e-4]: shrink
-    assert s.update(4e-5) == pytest.approx(1e-3 / 1.5, rel=1e-12)  # below 5e-5: grow
-    assert KLAdaptiveLR(1e-3, desired_kl=0.01, desired_kl_end=0.0001) == s.__class__(1e-3, 0.01, desired_kl_end=0.0001)
-    assert repr(KLAdaptiveLR(1e-3, desired_kl_end=0.001)) == "KLAdaptiveLR(0.001, desired_kl=0.01, desired_kl_end=0.001)"
-    with pytest.raises(ValueError, match="desired_kl_end must be a finite number > 0"):
-        KLAdaptiveLR(desired_kl_end=0.0)
-
-
-def test_an_annealed_target_follows_the_training_progress():
-    """In an algorithm, the target of each update is the one of that update's remaining progress."""
-    targets = []
-
-    class Spy(KLAdaptiveLR):
-        def update(self, kl):
-            targets.append(self.target)
-            return super().update(kl)
-
-    model = GRPO(
-        "MlpPolicy",
-        "CartPole-v1",
-        n_steps=64,
-        group_size=2,
-        n_epochs=1,
-        batch_size=64,
-        seed=0,
-        device="cpu",
-        learning_rate=Spy(1e-3, desired_kl=0.01, desired_kl_end=0.001),
-    )
-    model.learn(2000)
-    assert len(targets) > 3
-    assert targets[0] < 0.01 and targets[-1] == pytest.approx(0.001, rel=0.2)
-    assert all(a > b for a, b in itertools.pairwise(targets))
 
 
 def test_the_rate_stays_within_its_bounds():
@@ -174,9 +127,6 @@ def test_a_zoo_yaml_string_gives_the_schedule():
     register()
     hyperparams = ExperimentManager._preprocess_schedules({"learning_rate": "KLAdaptiveLR(1e-3, desired_kl=0.02)"})
     assert hyperparams["learning_rate"] == KLAdaptiveLR(1e-3, desired_kl=0.02)
-    annealed = "KLAdaptiveLR(1e-3, desired_kl=0.02, desired_kl_end=0.002)"
-    hyperparams = ExperimentManager._preprocess_schedules({"learning_rate": annealed})
-    assert hyperparams["learning_rate"] == KLAdaptiveLR(1e-3, desired_kl=0.02, desired_kl_end=0.002)
     with pytest.raises(ValueError, match=r"cannot read 'KLAdaptiveLR\(1e-3, target=0.02\)' as a KLAdaptiveLR"):
         ExperimentManager._preprocess_schedules({"learning_rate": "KLAdaptiveLR(1e-3, target=0.02)"})
 

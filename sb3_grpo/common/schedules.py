@@ -38,12 +38,6 @@ class KLAdaptiveLR:
     - ``0 < kl < desired_kl / kl_factor``: ``lr <- min(lr * lr_factor, max_lr)``;
     - otherwise (in the band, exactly 0 as after an update that changed nothing, or not finite): unchanged.
 
-    With ``desired_kl_end`` the target itself moves over the training, geometrically from ``desired_kl`` at its
-    start to ``desired_kl_end`` at its end: ``desired_kl ** p * desired_kl_end ** (1 - p)`` at remaining progress
-    ``p`` (the one SB3 hands the schedule before the update). A constant learning rate keeps taking steps of the same
-    size to the end; annealing it (rl-zoo's ``lin_`` schedules) shrinks the late ones. Under a KL-driven rate the
-    step is the KL, so it is the target that is annealed.
-
     The rate it has reached is part of the model: saved with it, and a resumed run goes on from it.
 
     :param initial: the learning rate of the first update.
@@ -53,12 +47,7 @@ class KLAdaptiveLR:
     :param lr_factor: the factor by which the rate moves (> 1; 1.5 in all three stacks).
     :param min_lr: the smallest rate (skrl's 1e-6).
     :param max_lr: the largest rate (1e-2 in all three stacks).
-    :param desired_kl_end: the target at the end of training, for a target that moves from ``desired_kl`` (above);
-        ``None`` (default): ``desired_kl`` throughout.
     """
-
-    desired_kl_end: float | None = None  # class defaults as well: schedules saved before the option load without it
-    _progress = 1.0
 
     def __init__(
         self,
@@ -68,14 +57,10 @@ class KLAdaptiveLR:
         lr_factor: float = 1.5,
         min_lr: float = 1e-6,
         max_lr: float = 1e-2,
-        desired_kl_end: float | None = None,
     ):
-        numbers_given = dict(
+        for name, value in dict(
             initial=initial, desired_kl=desired_kl, kl_factor=kl_factor, lr_factor=lr_factor, min_lr=min_lr, max_lr=max_lr
-        )
-        if desired_kl_end is not None:
-            numbers_given["desired_kl_end"] = desired_kl_end
-        for name, value in numbers_given.items():
+        ).items():
             if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"KLAdaptiveLR: {name} must be a finite number > 0, got {value!r}")
         if kl_factor <= 1 or lr_factor <= 1:
@@ -91,53 +76,34 @@ class KLAdaptiveLR:
         self.lr_factor = float(lr_factor)
         self.min_lr = float(min_lr)
         self.max_lr = float(max_lr)
-        self.desired_kl_end = None if desired_kl_end is None else float(desired_kl_end)
         #: the current learning rate
         self.lr = float(initial)
 
     def __call__(self, progress_remaining: float) -> float:
-        """The current rate. The progress does not change it; with ``desired_kl_end`` it sets the target of the
-        next :meth:`update`."""
-        self._progress = min(max(float(progress_remaining), 0.0), 1.0)
+        """The current rate (the progress plays no part)."""
         return self.lr
-
-    @property
-    def target(self) -> float:
-        """The KL divergence the next :meth:`update` steers toward."""
-        if self.desired_kl_end is None:
-            return self.desired_kl
-        return self.desired_kl**self._progress * self.desired_kl_end ** (1.0 - self._progress)
 
     def update(self, kl: float) -> float:
         """Apply the rule to the KL divergence of the update just made; returns the rate of the next update."""
         kl = float(kl)
         if not math.isfinite(kl):
             return self.lr
-        target = self.target
-        if kl > target * self.kl_factor:
+        if kl > self.desired_kl * self.kl_factor:
             self.lr = max(self.lr / self.lr_factor, self.min_lr)
-        elif 0.0 < kl < target / self.kl_factor:
+        elif 0.0 < kl < self.desired_kl / self.kl_factor:
             self.lr = min(self.lr * self.lr_factor, self.max_lr)
         return self.lr
 
     def __repr__(self) -> str:
         changed = {
             name: getattr(self, name)
-            for name, default in (
-                ("kl_factor", 2.0),
-                ("lr_factor", 1.5),
-                ("min_lr", 1e-6),
-                ("max_lr", 1e-2),
-                ("desired_kl_end", None),
-            )
+            for name, default in (("kl_factor", 2.0), ("lr_factor", 1.5), ("min_lr", 1e-6), ("max_lr", 1e-2))
             if getattr(self, name) != default
         }
         extra = "".join(f", {name}={value!r}" for name, value in changed.items())
         return f"KLAdaptiveLR({self.initial!r}, desired_kl={self.desired_kl!r}{extra})"
 
     def __eq__(self, other: Any) -> bool:
-        mine = {k: v for k, v in vars(self).items() if k != "_progress"}
-        theirs = {k: v for k, v in vars(other).items() if k != "_progress"} if isinstance(other, KLAdaptiveLR) else None
-        return mine == theirs
+        return isinstance(other, KLAdaptiveLR) and vars(self) == vars(other)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
