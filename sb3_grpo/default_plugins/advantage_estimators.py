@@ -349,24 +349,29 @@ def _others_mean(values: np.ndarray, valid: np.ndarray, inverse: np.ndarray, n_g
 
 
 def _subtract_history_fit(
-    advantages: np.ndarray, streams: list[np.ndarray], used: np.ndarray, inverse: np.ndarray, n_groups: int
+    advantages: np.ndarray,
+    streams: list[np.ndarray],
+    valid: np.ndarray,
+    used: np.ndarray,
+    inverse: np.ndarray,
+    n_groups: int,
 ) -> tuple[np.ndarray, float | None]:
     """``group_step_baseline(reward_history=True)``: subtract the least-squares fit of ``advantages`` on each member's
-    earlier rewards relative to its group's (per stream: the last reward and its moving average, decay 0.9), over the
-    entries ``used`` after the first step.
+    earlier rewards relative to the other members alive at the same step (per stream: the last reward and its moving
+    average, decay 0.9), over the entries ``used`` (real steps with an advantage) after the first step.
 
     :return: the advantages less the fit, and the fraction of their sum of squares the fit removed (``None`` when
         there are too few entries to fit)."""
     features = []
     for stream in streams:
-        stream = np.where(used, np.asarray(stream, dtype=np.float64), 0.0)
+        stream = np.where(valid, np.asarray(stream, dtype=np.float64), 0.0)
         last = np.zeros_like(stream)
         last[1:] = stream[:-1]
         average = np.zeros_like(stream)
         for t in range(1, stream.shape[0]):
             average[t] = 0.9 * average[t - 1] + 0.1 * stream[t - 1]
         for feature in (last, average):
-            features.append(np.where(used, feature - _others_mean(feature, used, inverse, n_groups), 0.0))
+            features.append(np.where(used, feature - _others_mean(feature, valid, inverse, n_groups), 0.0))
     fitted = used.copy()
     fitted[0] = False
     if fitted.sum() <= len(features):
@@ -507,20 +512,14 @@ class GroupStepBaseline(AdvantageEstimator):
                 returns_to_go += reward_to_go(np.where(valid, stream, 0.0), gamma, valid)
         inverse, n_groups, _ = group_index(inputs.group_ids)
         horizon = rewards.shape[0]
-        # Per (t, group): sum and count of G_t over members alive at t.
-        sums = np.zeros((horizon, n_groups))
-        counts = np.zeros((horizon, n_groups))
+        # Per (t, group): the highest and lowest G_t over members alive at t.
         highest = np.full((horizon, n_groups), -np.inf)
         lowest = np.full((horizon, n_groups), np.inf)
         for column in range(rewards.shape[1]):
             g, alive = inverse[column], valid[:, column]
-            sums[:, g] += returns_to_go[:, column]
-            counts[:, g] += alive
             highest[alive, g] = np.maximum(highest[alive, g], returns_to_go[alive, column])
             lowest[alive, g] = np.minimum(lowest[alive, g], returns_to_go[alive, column])
-        group_sum = sums[:, inverse]
-        others = counts[:, inverse] - 1.0
-        baseline = np.where(others > 0, (group_sum - returns_to_go) / np.maximum(others, 1.0), returns_to_go)
+        baseline = _others_mean(returns_to_go, valid, inverse, n_groups)
         # Where every member alive at t has the same return-to-go the advantage is exactly zero (no rounding noise).
         flat = (highest == lowest)[:, inverse]
         if self.lam == 1.0:
@@ -528,7 +527,7 @@ class GroupStepBaseline(AdvantageEstimator):
             if self.reward_history:
                 pairs = [(rewards, inputs.gamma)] if streams is None else streams
                 advantages, self._history_explained = _subtract_history_fit(
-                    advantages, [stream for stream, _ in pairs], valid & ~flat, inverse, n_groups
+                    advantages, [stream for stream, _ in pairs], valid, valid & ~flat, inverse, n_groups
                 )
         else:
             baseline = np.where(valid, baseline, 0.0)
