@@ -525,9 +525,9 @@ class GroupStepBaseline(AdvantageEstimator):
         if self.lam == 1.0:
             advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
             if self.reward_history:
-                pairs = [(rewards, inputs.gamma)] if streams is None else streams
+                histories = [rewards] if streams is None else [stream for stream, _ in streams]
                 advantages, self._history_explained = _subtract_history_fit(
-                    advantages, [stream for stream, _ in pairs], valid, valid & ~flat, inverse, n_groups
+                    advantages, histories, valid, valid & ~flat, inverse, n_groups
                 )
         else:
             baseline = np.where(valid, baseline, 0.0)
