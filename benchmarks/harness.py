@@ -10,7 +10,10 @@ separate env whose VecNormalize statistics are copied from the training env), an
 - ``<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
 - ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions, date,
   the commit the cell started on, the hyperparameters of its entry and the constructor defaults the entry left to
-  the algorithm), written last.
+  the algorithm), written last;
+- with ``--save-models``, ``<algo>__<env>__s<seed>__<budget>.models/<steps>.zip``: the model at each evaluation
+  (and ``<steps>.vecnormalize.pkl``, its observation statistics, where the entry normalises), for
+  ``python -m benchmarks.eval_models`` to evaluate again.
 
 Each finished cell is then added to the results table (``benchmarks/results/cells.csv.gz`` and ``curves.csv.gz``,
 see ``benchmarks/table.py``), from which ``python -m benchmarks.aggregate`` rebuilds the tables and plots of
@@ -289,9 +292,18 @@ def evaluate_model(model: Any, eval_env: Any, n_eval_episodes: int) -> tuple[flo
 
 
 def run_cell(
-    algo: str, env_id: str, seed: int, budget: int, out: str, eval_freq: int, n_eval_episodes: int, device: str = "cpu"
+    algo: str,
+    env_id: str,
+    seed: int,
+    budget: int,
+    out: str,
+    eval_freq: int,
+    n_eval_episodes: int,
+    device: str = "cpu",
+    save_models: bool = False,
 ) -> dict[str, Any]:
-    """Train and evaluate one cell; returns (and writes) its summary."""
+    """Train and evaluate one cell; returns (and writes) its summary. ``save_models``: also save the model at each
+    evaluation, in ``<cell>.models/`` of ``out``."""
     import torch as th
 
     th.set_num_threads(1)
@@ -324,6 +336,8 @@ def run_cell(
 
     def evaluate() -> None:
         t0 = time.perf_counter()
+        if save_models:
+            save_model(model, out_dir / f"{name}.models")
         mean, std = evaluate_model(model, eval_env, n_eval_episodes)
         eval_seconds[0] += time.perf_counter() - t0
         train_seconds = time.perf_counter() - t_start - eval_seconds[0]
@@ -368,6 +382,18 @@ def run_cell(
     }
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def save_model(model: Any, directory: Path) -> None:
+    """Save ``model`` as ``<num_timesteps>.zip`` in ``directory``, with its VecNormalize statistics (if any) as
+    ``<num_timesteps>.vecnormalize.pkl``."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save(directory / f"{model.num_timesteps}.zip", exclude=["train"])  # not run_cell's update timer
+    env = model.get_env()
+    if isinstance(env, VecNormalize):
+        env.save(str(directory / f"{model.num_timesteps}.vecnormalize.pkl"))
 
 
 def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any, path: Path) -> Any:
@@ -495,6 +521,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="working directory of the cells (ignored by git)")
     parser.add_argument("--results", default=str(table.RESULTS), help="where cells.csv.gz and curves.csv.gz are")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--save-models", action="store_true", help="save the model at each evaluation (for benchmarks.eval_models)"
+    )
     args = parser.parse_args(argv)
     out, results = Path(args.out), Path(args.results)
     cells = [
@@ -513,7 +542,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(cells)} cells, {len(cells) - len(todo)} already finished, {len(todo)} to run", flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
-            pool.submit(run_cell, *cell, args.out, args.eval_freq, args.n_eval_episodes, args.device): cell for cell in todo
+            pool.submit(run_cell, *cell, args.out, args.eval_freq, args.n_eval_episodes, args.device, args.save_models): cell
+            for cell in todo
         }
         for future in as_completed(futures):
             cell = futures[future]
