@@ -138,7 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=123, help="seeds the start states and the action noise")
     args = parser.parse_args(argv)
     th.set_num_threads(1)
-    print(markdown(evaluate(Path(args.models), args.steps, args.episodes, args.seed)))
+    try:
+        rows = evaluate(Path(args.models), args.steps, args.episodes, args.seed)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(str(exc))
+    print(markdown(rows))
 
 
 if __name__ == "__main__":

@@ -48,3 +48,12 @@ def test_eval_models_says_what_it_cannot_find(models, tmp_path):
         eval_models.evaluate(directory, [7], n_episodes=1)
     with pytest.raises(ValueError, match="not a cell's models directory"):
         eval_models.evaluate(tmp_path, [7], n_episodes=1)
+
+
+def test_the_command_line_prints_the_table_or_says_what_is_missing(models, capsys):
+    directory, _ = models
+    eval_models.main([str(directory), "--steps", "256", "--episodes", "1"])
+    assert capsys.readouterr().out.splitlines()[2].startswith("| 256 | ")
+    with pytest.raises(SystemExit):
+        eval_models.main([str(directory), "--steps", "7"])
+    assert "no model saved at 7 steps" in capsys.readouterr().err
