@@ -29,14 +29,14 @@ def cell_of(directory: Path) -> tuple[str, str]:
     return parts[0].split("-")[0], parts[1]
 
 
-def load(directory: Path, step: int, env_id: str, seed: int) -> tuple[Any, Any]:
+def load(directory: Path, step: int, seed: int) -> tuple[Any, Any]:
     """The model saved at ``step`` and a one-env evaluation env seeded ``seed``, normalised as it was trained."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     from benchmarks.harness import algorithm_class
 
-    algo, _ = cell_of(directory)
+    algo, env_id = cell_of(directory)
     path = directory / f"{step}.zip"
     if not path.exists():
         saved = sorted(int(p.stem) for p in directory.glob("*.zip"))
@@ -91,17 +91,15 @@ def policy_shift(before: tuple[Any, Any], after: tuple[Any, Any], observations: 
 def evaluate(directory: Path, steps: list[int], n_episodes: int, seed: int = 123) -> list[dict[str, Any]]:
     import torch as th
 
-    _, env_id = cell_of(directory)
     rows: list[dict[str, Any]] = []
     previous: tuple[Any, Any, np.ndarray] | None = None
     for step in steps:
-        model, env = load(directory, step, env_id, seed)
+        model, env = load(directory, step, seed)
         row: dict[str, Any] = {"steps": step}
-        for name, deterministic in (("deterministic", True), ("noisy", False)):
-            returns, lengths, observations = episodes(model, env, n_episodes, deterministic, seed)
-            row[name] = (float(returns.mean()), float(returns.std()), float(lengths.mean()))
-            if deterministic:
-                visited = observations
+        returns, lengths, visited = episodes(model, env, n_episodes, True, seed)
+        row["deterministic"] = (float(returns.mean()), float(returns.std()), float(lengths.mean()))
+        returns, lengths, _ = episodes(model, env, n_episodes, False, seed)
+        row["noisy"] = (float(returns.mean()), float(returns.std()), float(lengths.mean()))
         row["std"] = float(th.exp(model.policy.log_std.detach()).mean()) if hasattr(model.policy, "log_std") else float("nan")
         if previous is None:
             row["kl"] = row["mean_shift"] = None
