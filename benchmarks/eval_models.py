@@ -22,11 +22,13 @@ import numpy as np
 
 def cell_of(directory: Path) -> tuple[str, str]:
     """The algorithm (without the sweep tag) and env of the cell whose models ``directory`` holds."""
-    name = directory.name.removesuffix(".models")
-    parts = name.split("__")
-    if len(parts) != 4:
-        raise ValueError(f"{directory} is not a cell's models directory (<algo>__<env>__s<seed>__<budget>.models)")
-    return parts[0].split("-")[0], parts[1]
+    from benchmarks.harness import parse_cell_name
+
+    try:
+        algo, env_id, _, _ = parse_cell_name(directory.name.removesuffix(".models"))
+    except ValueError:
+        raise ValueError(f"{directory} is not a cell's models directory (<algo>__<env>__s<seed>__<budget>.models)") from None
+    return algo.partition(":")[0], env_id
 
 
 def load(directory: Path, step: int, seed: int) -> tuple[Any, Any]:
@@ -78,14 +80,16 @@ def policy_shift(before: tuple[Any, Any], after: tuple[Any, Any], observations: 
     (model, env) pair seeing them normalised as its env normalises them."""
     import torch as th
 
+    from sb3_grpo.common.kl import distribution_parameters, exact_kl
+
     def distribution(model: Any, env: Any) -> Any:
         obs = env.normalize_obs(observations) if hasattr(env, "normalize_obs") else observations
-        return model.policy.get_distribution(th.as_tensor(obs, dtype=th.float32)).distribution
+        return model.policy.get_distribution(th.as_tensor(obs, dtype=th.float32))
 
     with th.no_grad():
         p, q = distribution(*before), distribution(*after)
-        kl = th.distributions.kl_divergence(p, q).sum(-1)
-        return float(kl.mean()), float((q.mean - p.mean).abs().mean())
+        kl = exact_kl(distribution_parameters(p), q)
+        return float(kl.mean()), float((q.distribution.mean - p.distribution.mean).abs().mean())
 
 
 def evaluate(directory: Path, steps: list[int], n_episodes: int, seed: int = 123) -> list[dict[str, Any]]:
@@ -105,8 +109,11 @@ def evaluate(directory: Path, steps: list[int], n_episodes: int, seed: int = 123
             row["kl"] = row["mean_shift"] = None
         else:
             row["kl"], row["mean_shift"] = policy_shift(previous[:2], (model, env), previous[2])
+            previous[1].close()
         rows.append(row)
         previous = (model, env, visited)
+    if previous is not None:
+        previous[1].close()
     return rows
 
 

@@ -244,6 +244,16 @@ def cell_name(algo: str, env_id: str, seed: int, budget: int) -> str:
     return f"{algo.replace(':', '-')}__{env_id}__s{seed}__{budget}"
 
 
+def parse_cell_name(name: str) -> tuple[str, str, int, int]:
+    """The inverse of :func:`cell_name`: ``(algo, env_id, seed, budget)``, the algorithm as ``algo`` or
+    ``algo:tag``; ``ValueError`` for a name :func:`cell_name` does not make."""
+    parts = name.split("__")
+    if len(parts) != 4 or not parts[2].startswith("s") or not parts[2][1:].isdigit() or not parts[3].isdigit():
+        raise ValueError(f"{name!r} is not a cell's name (<algo>__<env>__s<seed>__<budget>)")
+    algo, _, tag = parts[0].partition("-")
+    return (f"{algo}:{tag}" if tag else algo), parts[1], int(parts[2][1:]), int(parts[3])
+
+
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

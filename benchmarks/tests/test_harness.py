@@ -8,7 +8,7 @@ import pytest
 import torch as th
 import yaml
 
-from benchmarks.harness import cell_name, load_hyperparams, versions
+from benchmarks.harness import cell_name, load_hyperparams, parse_cell_name, versions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,6 +23,14 @@ def test_default_variant_reads_the_zoo_default_entry_on_any_env(algo):
     assert "CartPole-v0" not in table
     assert load_hyperparams(algo, "CartPole-v0") == table["default"]  # no entry: rl-zoo's fallback
     assert cell_name(f"{algo}:default", "CartPole-v1", 0, 1000) == f"{algo}-default__CartPole-v1__s0__1000"
+
+
+def test_a_cell_name_parses_back_to_its_cell():
+    for cell in [("grpo:hop_narrow_kl005", "Hopper-v5", 3, 1_000_000), ("ppo", "sb3_grpo/Arithmetic-v0", 0, 200_000)]:
+        assert parse_cell_name(cell_name(*cell)) == cell
+    for name in ["grpo__Hopper-v5__s0", "grpo__Hopper-v5__0__1000", "grpo__Hopper-v5__s0__1k"]:
+        with pytest.raises(ValueError, match="not a cell's name"):
+            parse_cell_name(name)
 
 
 def test_v5_envs_fall_back_to_the_v4_entry_then_default():
