@@ -35,6 +35,7 @@ from benchmarks.dataset import (
     provenance,
     pvalue,
     seed_list,
+    when_run,
 )
 from benchmarks.harness import BASELINE_OF, BASELINES, THRESHOLDS
 from benchmarks.stats import bootstrap_ci, fisher_exact, iqm, mann_whitney
@@ -209,6 +210,39 @@ def versus(data: Data, spec: Spec) -> str:
         f"{provenance(used)}.",
     ]
     return "\n".join(lines)
+
+
+def entry_reruns(data: Data, spec: Spec) -> str:
+    """Zoo entries run again on a later commit (a sweep file equal to the entry), on the seeds both ran: when each
+    ran (dates, newest commit), the final evaluations, how many end at the env's threshold or better, how many end
+    bit for bit as before, and the Mann-Whitney test."""
+    rows, used = [], []
+    for env, first, rerun in spec["rows"]:
+        data.named(env, first)  # the names the spec gives have cells
+        data.named(env, rerun)
+        a, b = data.finals(env, first), data.finals(env, rerun)
+        seeds = sorted(set(a) & set(b))
+        x, y = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
+        ca, cb = data.cells_of(env, first, seeds), data.cells_of(env, rerun, seeds)
+        used += ca + cb
+        thr = THRESHOLDS[env]
+        rows.append(
+            [
+                env,
+                display(first),
+                seed_list(seeds),
+                ", ".join(when_run(ca)),
+                ", ".join(when_run(cb)),
+                f"{x.mean():.1f} ± {x.std():.1f}",
+                f"{y.mean():.1f} ± {y.std():.1f}",
+                f"{int((x >= thr).sum())} / {int((y >= thr).sum())}",
+                f"{int(np.isclose(x, y, rtol=0, atol=1e-6).sum())} of {len(seeds)}",
+                pvalue(mann_whitney(x, y)),
+            ]
+        )
+    header = ["env", "entry", "seeds", "first run", "rerun", "first final", "rerun final", "final at threshold"]
+    header += ["identical finals", "Mann-Whitney p"]
+    return "\n".join([*markdown(header, rows), "", f"{provenance(used)}."])
 
 
 def versions(data: Data, spec: Spec) -> str:
@@ -433,6 +467,7 @@ KINDS: dict[str, Callable[[Data, Spec], str]] = {
     "headline": headline,
     "per_env": per_env,
     "versus": versus,
+    "entry_reruns": entry_reruns,
     "versions": versions,
     "throughput": throughput,
     "wallclock": wallclock,

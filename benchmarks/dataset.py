@@ -166,19 +166,25 @@ def _history() -> dict[str, int]:
     return {commit: i for i, commit in enumerate(out.split())}
 
 
-def provenance(cells: Iterable[dict]) -> str:
-    """When and on which commits the cells ran: the dates and the newest commit (by date, then by its place in
-    the history: several commits share a date)."""
+def when_run(cells: Iterable[dict]) -> tuple[str, str]:
+    """The dates the cells ran (``2026-11-23`` or ``2026-11-23 to 2026-11-25``) and the newest commit among them (by
+    date, then by its place in the history: several commits share a date)."""
     cells = list(cells)
     dates = sorted({c["date"] for c in cells if c["date"]})
-    commits = {c["commit"] for c in cells if c["commit"]}
     history = _history()
 
     def when(c: dict) -> tuple[str, int, str]:
         return c["date"], history.get(c["commit"].split("+")[0][:12], -1), c["commit"]
 
-    newest = max(cells, key=when)["commit"] if commits else "-"
-    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    newest = max(cells, key=when)["commit"] if any(c["commit"] for c in cells) else "-"
+    return (dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"), newest
+
+
+def provenance(cells: Iterable[dict]) -> str:
+    """When and on which commits the cells ran: the dates and the newest commit."""
+    cells = list(cells)
+    commits = {c["commit"] for c in cells if c["commit"]}
+    span, newest = when_run(cells)
     return f"{len(cells)} cells run {span}, {len(commits)} commit{'s' if len(commits) != 1 else ''} (newest {newest})"
 
 

@@ -24,6 +24,9 @@ $H --algos grpo --envs Acrobot-v1 --seeds 5 6 7 8 9
 $H --algos exact_trpo trpo --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4 --budget 100000
 $H --algos exact_trpo:pend_kl01 exact_trpo:pend_b --envs Pendulum-v1 --seeds 0 1 2 3 4 --budget 100000
 $H --algos grpo:default exact_trpo:default adaptive_kl_ppo:default --envs CartPole-v1 Pendulum-v1 --seeds 0 1 2 --budget 100000
+# The same entries again from copies (BENCHMARKS, classic control: do later commits keep their results?).
+$H --algos grpo:classic_rerun adaptive_kl_ppo:classic_rerun --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4
+$H --algos exact_trpo:classic_rerun --envs CartPole-v1 Acrobot-v1 Pendulum-v1 --seeds 0 1 2 3 4 --budget 100000
 # LunarLander at 200k; MuJoCo at 100k, and GRPO against PPO at 300k.
 $H --algos grpo adaptive_kl_ppo ppo exact_trpo trpo --envs LunarLander-v3 --seeds 0 1 2 --budget 200000 --eval-freq 20000
 $H --algos adaptive_kl_ppo ppo exact_trpo trpo --envs HalfCheetah-v5 Hopper-v5 --seeds 0 1 2 $MJ

@@ -252,6 +252,26 @@ def test_grpo_entry_cells_are_the_shipped_zoo_entries():
         assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{name} on {env}"
 
 
+def test_entry_rerun_cells_are_the_shipped_zoo_entries():
+    """Both sides of each entry rerun (BENCHMARKS, classic control) ran with the entry as it ships in
+    zoo_configs/<algo>.yml, and the rerun's sweep file is that entry."""
+    cells, _ = load(curves=None)
+    rows = dataset.SPEC["blocks"]["classic_rerun"]["rows"]
+    assert rows, "no entry rerun named: the check below would check nothing"
+    for env, first, rerun in rows:
+        algo, tag = rerun.split(":")
+        zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())[env]
+        sweep = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / f"{algo}_{tag}.yml").read_text())[env]
+        assert aggregate.flatten(sweep) == aggregate.flatten(zoo), f"{rerun} on {env}"
+        for name in (first, rerun):
+            recorded = {
+                json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
+                for c in cells
+                if (c["env"], c["algo"]) == (env, name)
+            }
+            assert recorded == {json.dumps(aggregate.flatten(zoo), sort_keys=True)}, f"{name} on {env}"
+
+
 def test_entry_cells_ran_with_todays_constructor_defaults():
     """Our zoo entries' cells that recorded their defaults ran with today's default for every argument the entry
     leaves out: a changed default moves such an entry unseen (as 7f04079 moved GRPO's Acrobot-v1 entry). After
