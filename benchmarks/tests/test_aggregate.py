@@ -113,6 +113,24 @@ def test_load_names_a_second_budget_apart(results):
     assert sorted(s["seed"] for s in chosen) == [0, 1]
 
 
+def test_entry_reruns_compare_the_seeds_both_ran():
+    def cell(name, seed, final, date, commit):
+        return dict(env="CartPole-v1", algo=name, seed=seed, final_eval=final, date=date, commit=commit)
+
+    first = [cell("grpo", s, f, f"2026-01-0{s + 1}", f"a{s}") for s, f in enumerate([480.0, 490.0, 500.0, 300.0])]
+    rerun = [cell("grpo:again", s, f, "2026-02-01", "b0") for s, f in enumerate([480.0, 470.0, 500.0])]
+    data = aggregate.Data(first + rerun, {}, ROOT)
+    spec = {"rows": [["CartPole-v1", "grpo", "grpo:again"]]}
+    row = blocks.entry_reruns(data, spec).splitlines()[2]
+    # seeds 0-2 only (seed 3 has no rerun); 475 is CartPole's threshold: 3 and 2 finals at it; seeds 0 and 2 identical
+    assert row.startswith(
+        "| CartPole-v1 | GRPO | 0-2 | 2026-01-01 to 2026-01-03, a2 | 2026-02-01, b0 | 490.0 ± 8.2 | 483.3 ± 12.5 | 3 / 2 "
+        "| 2 of 3 |"
+    )
+    with pytest.raises(KeyError, match="grpo:nope"):
+        blocks.entry_reruns(data, {"rows": [["CartPole-v1", "grpo", "grpo:nope"]]})
+
+
 def test_generated_blocks_are_rewritten_and_checked(results, tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
