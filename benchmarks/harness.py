@@ -30,7 +30,8 @@ A sweep file may change the model partway through a cell, as a user would betwee
 ``reset_num_timesteps=False``, the evaluations keeping their steps. As in SB3, the first ``learn`` runs its
 schedules over ``at`` steps and the second over the whole budget (resuming at ``at / budget`` of their progress);
 with ``schedules: budget`` in ``switch`` the first ``learn`` is ``learn(budget)`` stopped by a callback at ``at``
-steps (the rollout in progress is dropped), so every schedule runs once over the whole budget.
+steps (the rollout in progress is dropped), so every schedule runs once over the whole budget: what
+``sb3_grpo.SwitchArguments`` does within one ``learn`` call.
 
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """

@@ -7,6 +7,7 @@ from sb3_grpo._version import __version__
 from sb3_grpo.adaptive_kl_ppo import AdaptiveKLPPO
 from sb3_grpo.common.advantages import AdvantageEstimator, AdvantageInputs, AdvantageOutputs, EstimatorError
 from sb3_grpo.common.arguments import ArgumentTypeError
+from sb3_grpo.common.callbacks import SwitchArguments
 from sb3_grpo.common.policy_losses import PolicyLoss, PolicyLossInputs, PolicyLossOutputs
 from sb3_grpo.common.reward_scoring import RewardFunctionError, Trajectory
 from sb3_grpo.common.schedules import KLAdaptiveLR
@@ -64,6 +65,7 @@ __all__ = [
     "PolicyLossOutputs",
     "RewardFunctionError",
     "SnapshotError",
+    "SwitchArguments",
     "Trajectory",
     "UnknownNameError",
     "WorkerDiedError",

@@ -313,6 +313,25 @@ def test_policy_loss_in_a_config(tmp_path, written):
     assert model.kl_estimator == "k3+" and model.top_entropy_quantile == 0.5
 
 
+def test_a_training_in_stages_from_a_config(tmp_path, capsys):
+    """sb3_grpo.SwitchArguments in a zoo file's callback list: sb3-grpo-zoo train switches the arguments at the step
+    and saves the model as it ends (the two-stage training of the long-episodes guide, as one entry)."""
+    from sb3_grpo import GRPO
+
+    conf = tmp_path / "stages.yml"
+    conf.write_text(
+        "CartPole-v1:\n  policy: MlpPolicy\n  n_timesteps: 1500\n  n_envs: 2\n  n_steps: 64\n  group_size: 2\n"
+        "  callback:\n    - sb3_grpo.SwitchArguments:\n        at: 700\n        arguments: {gamma: 0.9, clip_range: 0.1}\n"
+        "        verbose: 1\n"
+    )
+    logs = tmp_path / "logs"
+    _zoo("train", "--algo", "grpo", "--env", "CartPole-v1", "-f", logs, "--seed", 0, "-conf", conf, "--num-threads", 1)
+    assert "SwitchArguments: at 7" in capsys.readouterr().out
+    (saved,) = (logs / "grpo").glob("CartPole-v1_*/CartPole-v1.zip")
+    model = GRPO.load(saved)
+    assert (model.gamma, model.clip_range(1.0)) == (0.9, 0.1) and model.num_timesteps >= 1500
+
+
 def test_policy_loss_on_the_command_line(tmp_path):
     """``-params``: a loss name and a KL estimator as bare words (k3+ too), the options as a Python dict."""
     config = _train_and_enjoy(

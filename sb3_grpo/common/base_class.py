@@ -37,6 +37,7 @@ from sb3_grpo.common.arguments import (
     describe_schedule,
 )
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
+from sb3_grpo.common.callbacks import SwitchArguments, switches_in
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
 from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
@@ -509,19 +510,70 @@ class AlgorithmMixin:
                 f"env=... to {type(self).__name__}.load(), or call model.set_env(env) before learn()."
             )
         self._check_arguments_again("set after construction")
+        switches = list(switches_in(callback))
+        for switch in switches:
+            switch.check(self)
+        end = total_timesteps if reset_num_timesteps else self.num_timesteps + total_timesteps
+        if not reset_num_timesteps:
+            self._switch_arguments([s for s in switches if not s.switched and self.num_timesteps >= s.at])
+            total_timesteps = end - self.num_timesteps
+        tb_log_name = self._algorithm_name if tb_log_name is None else tb_log_name
+        while True:
+            self._learn_stage(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+            due = [s for s in switches if s.due]
+            if not due:
+                return self
+            self._switch_arguments(due)
+            if self.num_timesteps >= end:
+                return self
+            total_timesteps, reset_num_timesteps = end - self.num_timesteps, False
+
+    def _learn_stage(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback,
+        log_interval: int,
+        tb_log_name: str,
+        reset_num_timesteps: bool,
+        progress_bar: bool,
+    ) -> None:
+        """SB3's ``learn``, with a worker that died named as such: one stage of :meth:`learn`."""
+        env = self.env  # type: ignore[attr-defined]
         try:
             install_fault_reports(env)
-            return super().learn(  # type: ignore[misc]
+            super().learn(  # type: ignore[misc]
                 total_timesteps=total_timesteps,
                 callback=callback,
                 log_interval=log_interval,
-                tb_log_name=self._algorithm_name if tb_log_name is None else tb_log_name,
+                tb_log_name=tb_log_name,
                 reset_num_timesteps=reset_num_timesteps,
                 progress_bar=progress_bar,
             )
         except (EOFError, ConnectionError) as exc:  # ConnectionError: BrokenPipeError, ConnectionResetError
             raise_if_workers_died(env, exc)
             raise
+
+    def _switch_arguments(self, switches: list[SwitchArguments]) -> None:
+        """Carry out ``switches`` (:class:`~sb3_grpo.common.callbacks.SwitchArguments` whose step has come): save the
+        model, load it back with their arguments on the same env and device, and take the loaded model's state in
+        place of this one's (the logger kept), so that this object is the loaded model."""
+        if not switches:
+            return
+        arguments: dict[str, Any] = {}
+        for switch in switches:
+            arguments.update(switch.arguments)
+        buffer = io.BytesIO()
+        self.save(buffer)
+        buffer.seek(0)
+        loaded = type(self).load(buffer, env=self.env, device=self.device, **arguments)  # type: ignore[attr-defined]
+        kept: dict[str, Any] = {k: self.__dict__[k] for k in ("_logger", "_custom_logger") if k in self.__dict__}
+        self.__dict__.clear()
+        self.__dict__.update(loaded.__dict__)
+        self.__dict__.update(kept)
+        for switch in switches:
+            switch.due, switch.switched = False, True
+            if switch.verbose >= 1:
+                print(f"SwitchArguments: at {self.num_timesteps} steps, {type(self).__name__} with {switch.arguments}")
 
     def predict(
         self,
