@@ -496,7 +496,8 @@ class AlgorithmMixin:
         """Train for ``total_timesteps`` env steps (default 100,000: CartPole-v1 is learnt well within it).
 
         :param total_timesteps: The total number of samples (env steps) to train on; every env slot's steps count
-        :param callback: callback(s) called at every step with state of the algorithm.
+        :param callback: callback(s) called at every step with state of the algorithm; a
+            :class:`~sb3_grpo.SwitchArguments` among them changes the model's arguments partway through.
         :param log_interval: The number of rollouts before logging.
         :param tb_log_name: the name of the run for TensorBoard logging (default: the algorithm's name)
         :param reset_num_timesteps: whether or not to reset the current timestep number (used in logging)
