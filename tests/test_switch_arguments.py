@@ -89,7 +89,7 @@ def test_switches_once_and_at_once_past_its_step():
 
 
 def test_a_zoo_config_builds_it():
-    from rl_zoo3.utils import get_callback_list
+    get_callback_list = pytest.importorskip("rl_zoo3.utils", reason="the [zoo] extra").get_callback_list
 
     arguments = {"reward_functions": ["without_healthy_reward", "healthy_reward"], "reward_gammas": [0.97, 0.999]}
     (callback,) = get_callback_list({"callback": [{"sb3_grpo.SwitchArguments": {"at": 5e5, "arguments": arguments}}]})
