@@ -181,12 +181,8 @@ def versus(data: Data, spec: Spec) -> str:
     ``count_above`` (Fisher's exact test) and the Mann-Whitney test; then the first row's cells over all their seeds."""
     rows, used = [], []
     for env, name, base in spec["pairs"]:
-        data.named(env, name)  # the names the spec gives have cells
-        data.named(env, base)
-        g, p = data.finals(env, name), data.finals(env, base)
-        seeds = sorted(set(g) & set(p))
-        x, y = np.array([g[s] for s in seeds]), np.array([p[s] for s in seeds])
-        used += data.cells_of(env, name, seeds) + data.cells_of(env, base, seeds)
+        seeds, x, y, cells_x, cells_y = data.paired(env, name, base)
+        used += cells_x + cells_y
         thr = COUNT_ABOVE.get(env)
         cols = [env, seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
         cols.append(f"{y.mean():.0f} ± {y.std():.0f} (median {np.median(y):.0f})")
@@ -218,12 +214,7 @@ def entry_reruns(data: Data, spec: Spec) -> str:
     bit for bit as before, and the Mann-Whitney test."""
     rows, used = [], []
     for env, first, rerun in spec["rows"]:
-        data.named(env, first)  # the names the spec gives have cells
-        data.named(env, rerun)
-        a, b = data.finals(env, first), data.finals(env, rerun)
-        seeds = sorted(set(a) & set(b))
-        x, y = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
-        ca, cb = data.cells_of(env, first, seeds), data.cells_of(env, rerun, seeds)
+        seeds, x, y, ca, cb = data.paired(env, first, rerun)
         used += ca + cb
         thr = THRESHOLDS[env]
         rows.append(

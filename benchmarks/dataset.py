@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
@@ -125,6 +125,25 @@ class Data:
     def cells_of(self, env: str, name: str, seeds: Iterable[int] | None = None) -> list[dict]:
         cells = self.by.get((env, name), {})
         return [c for k, c in sorted(cells.items()) if seeds is None or k in seeds]
+
+    def paired(self, env: str, a: str, b: str) -> Paired:
+        """Two names a spec gives (each must have cells on ``env``) on the seeds both ran, in seed order."""
+        self.named(env, a)
+        self.named(env, b)
+        fa, fb = self.finals(env, a), self.finals(env, b)
+        seeds = sorted(set(fa) & set(fb))
+        x, y = np.array([fa[s] for s in seeds]), np.array([fb[s] for s in seeds])
+        return Paired(seeds, x, y, self.cells_of(env, a, seeds), self.cells_of(env, b, seeds))
+
+
+class Paired(NamedTuple):
+    """Two names' cells on one env, on the seeds both ran (:meth:`Data.paired`)."""
+
+    seeds: list[int]
+    x: np.ndarray  # the first name's final evaluations, in seed order
+    y: np.ndarray  # the second's
+    cells_x: list[dict]
+    cells_y: list[dict]
 
 
 # ---- formatting -------------------------------------------------------------------------------------------------

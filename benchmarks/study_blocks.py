@@ -147,13 +147,11 @@ def reruns(data: Data, spec: Spec) -> str:
     """Identical configurations run on two machines, on the seeds both ran."""
     rows, used = [], []
     for env, a, b in RERUNS:
-        fa, fb = data.finals(env, a), data.finals(env, b)
-        common = sorted(set(fa) & set(fb))
-        x, y = np.array([fa[s] for s in common]), np.array([fb[s] for s in common])
-        used += data.cells_of(env, a, common) + data.cells_of(env, b, common)
+        common, x, y, cells_a, cells_b = data.paired(env, a, b)
+        used += cells_a + cells_b
         same = int(np.sum(np.isclose(x, y, rtol=0, atol=1e-6)))
-        ca = {c["cpu"] or "not recorded" for c in data.cells_of(env, a, common)}
-        cb = {c["cpu"] or "not recorded" for c in data.cells_of(env, b, common)}
+        ca = {c["cpu"] or "not recorded" for c in cells_a}
+        cb = {c["cpu"] or "not recorded" for c in cells_b}
         rows.append(
             [
                 env,
