@@ -55,8 +55,9 @@ def register_advantage_estimators(register: Callable[[str, Any], None]) -> None:
         have a ``requires`` set and a ``compute(inputs)`` method). It is instantiated with the algorithm's
         ``advantage_kwargs``. Its ``requires`` declares what it reads from
         :class:`sb3_grpo.AdvantageInputs`: any of ``"values"`` (a critic), ``"group_ids"``,
-        ``"outcome_rewards"``, ``"step_rewards"`` and ``"score_norms"`` (a categorical policy's, from GRPO). An
-        algorithm that cannot provide one of them refuses the estimator when it is constructed. An instance
+        ``"outcome_rewards"``, ``"step_rewards"``, ``"score_norms"`` (a categorical policy's, from GRPO) and
+        ``"observations"`` (from GRPO). An algorithm that cannot provide one of them refuses the estimator when it
+        is constructed. An instance
         whose ``accepts_reward_streams`` is true may be used with GRPO's ``reward_gammas``: it then finds each
         reward function's per-step rewards and discount in ``inputs.extras["reward_streams"]`` (see
         :mod:`sb3_grpo.common.advantages`).

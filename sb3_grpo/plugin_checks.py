@@ -42,6 +42,7 @@ NEEDS: dict[str, str] = {
     "score_norms": (
         "each step's squared score norm with respect to the logits of a categorical policy (a Discrete action space)"
     ),
+    "observations": "each step's observation as the policy saw it, flattened to numbers",
 }
 
 

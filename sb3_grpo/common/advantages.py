@@ -71,6 +71,9 @@ class AdvantageInputs:
     :param score_norms: ``(T, B)`` squared norm of the gradient of ``log pi(a_t | s_t)`` with respect to the logits of
         a categorical policy, ``1 - 2 pi(a_t | s_t) + sum_a pi(a | s_t)^2``, under the policy that acted (trajectory
         layout, Discrete action spaces).
+    :param observations: ``(T, B, D)`` each step's observation as the policy saw it (normalised where the env is),
+        flattened to ``D`` numbers (a Dict observation's keys concatenated in sorted order), zero on padding
+        (trajectory layout).
     """
 
     rewards: np.ndarray
@@ -84,6 +87,7 @@ class AdvantageInputs:
     outcome_rewards: np.ndarray | None = None
     group_ids: np.ndarray | None = None
     score_norms: np.ndarray | None = None
+    observations: np.ndarray | None = None
     #: Free-form extras an algorithm may pass to matching estimators (unused by the built-ins).
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +105,10 @@ class AdvantageInputs:
             value = getattr(self, name)
             if value is not None and np.shape(value) != (shape[1],):
                 raise EstimatorError(f"AdvantageInputs.{name} must have shape ({shape[1]},), got {np.shape(value)}")
+        if self.observations is not None and (np.ndim(self.observations) != 3 or np.shape(self.observations)[:2] != shape):
+            raise EstimatorError(
+                f"AdvantageInputs.observations must have shape {(*shape, 'D')}, got {np.shape(self.observations)}"
+            )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -126,7 +134,7 @@ class AdvantageInputs:
     def provided(self) -> set[str]:
         """The needs (see :data:`NEEDS`) these inputs satisfy."""
         have = {"step_rewards"}
-        for need in ("values", "group_ids", "outcome_rewards", "score_norms"):
+        for need in ("values", "group_ids", "outcome_rewards", "score_norms", "observations"):
             if getattr(self, need) is not None:
                 have.add(need)
         return have
@@ -142,6 +150,7 @@ class AdvantageInputs:
         gae_lambda: float = 1.0,
         reward_streams: list[tuple[list[np.ndarray], float]] | None = None,
         score_norms: list[np.ndarray] | None = None,
+        observations: list[np.ndarray] | None = None,
     ) -> AdvantageInputs:
         """Build the trajectory layout: one column per trajectory, padded with zeros, plus the mask.
 
@@ -154,6 +163,7 @@ class AdvantageInputs:
             ``step_rewards`` into ``extras[REWARD_STREAMS]``.
         :param score_norms: one array of per-step squared score norms per trajectory (see the class), laid out like
             ``step_rewards``.
+        :param observations: one ``(L_i, D)`` array of flattened observations per trajectory.
         """
         rewards, mask = _pad_columns(step_rewards)
         horizon, n_columns = rewards.shape
@@ -176,8 +186,18 @@ class AdvantageInputs:
             outcome_rewards=np.asarray(outcome_rewards, dtype=np.float64),
             group_ids=None if group_ids is None else np.asarray(group_ids),
             score_norms=None if score_norms is None else _pad_columns(score_norms)[0],
+            observations=None if observations is None else _pad_rows(observations, horizon),
             extras=extras,
         )
+
+
+def _pad_rows(columns: list[np.ndarray], horizon: int) -> np.ndarray:
+    """One column per ``(L_i, D)`` array, padded with zero rows to ``horizon``: ``(horizon, B, D)``."""
+    width = np.shape(columns[0])[1] if columns else 0
+    values = np.zeros((horizon, len(columns), width), dtype=np.float64)
+    for column, c in enumerate(columns):
+        values[: len(c), column] = c
+    return values
 
 
 def _pad_columns(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

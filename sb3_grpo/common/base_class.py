@@ -72,7 +72,7 @@ def _loading() -> Iterator[None]:
 CRITIC_PROVIDES = frozenset({"values", "step_rewards"})
 #: What a group algorithm hands to advantage estimators (whole trajectories grouped by their start state, and the
 #: policy's score norms where the policy is categorical: see :meth:`AlgorithmMixin._provided_needs`).
-GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards", "score_norms"})
+GROUP_PROVIDES = frozenset({"outcome_rewards", "group_ids", "step_rewards", "score_norms", "observations"})
 
 
 def fitting_estimators(provides: frozenset[str]) -> list[str]:

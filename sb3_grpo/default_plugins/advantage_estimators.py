@@ -348,20 +348,11 @@ def _others_mean(values: np.ndarray, valid: np.ndarray, inverse: np.ndarray, n_g
     return np.where(others > 0, (sums[:, inverse] - np.where(valid, values, 0.0)) / np.maximum(others, 1.0), values)
 
 
-def _subtract_history_fit(
-    advantages: np.ndarray,
-    streams: list[np.ndarray],
-    valid: np.ndarray,
-    used: np.ndarray,
-    inverse: np.ndarray,
-    n_groups: int,
-) -> tuple[np.ndarray, float | None]:
-    """``group_step_baseline(reward_history=True)``: subtract the least-squares fit of ``advantages`` on each member's
-    earlier rewards relative to the other members alive at the same step (per stream: the last reward and its moving
-    average, decay 0.9), over the entries ``used`` (real steps with an advantage) after the first step.
-
-    :return: the advantages less the fit, and the fraction of their sum of squares the fit removed (``None`` when
-        there are too few entries to fit)."""
+def _history_features(
+    streams: list[np.ndarray], valid: np.ndarray, used: np.ndarray, inverse: np.ndarray, n_groups: int
+) -> list[np.ndarray]:
+    """``reward_history``'s features: per stream, each member's last reward and its moving average (decay 0.9) minus
+    the same for the other members alive at the same step, zero outside ``used``."""
     features = []
     for stream in streams:
         stream = np.where(valid, np.asarray(stream, dtype=np.float64), 0.0)
@@ -372,6 +363,29 @@ def _subtract_history_fit(
             average[t] = 0.9 * average[t - 1] + 0.1 * stream[t - 1]
         for feature in (last, average):
             features.append(np.where(used, feature - _others_mean(feature, valid, inverse, n_groups), 0.0))
+    return features
+
+
+def _state_features(
+    observations: np.ndarray, valid: np.ndarray, used: np.ndarray, inverse: np.ndarray, n_groups: int
+) -> list[np.ndarray]:
+    """``state_baseline``'s features: each number of the observation and its square minus the same for the other
+    members alive at the same step, zero outside ``used``."""
+    features = []
+    for k in range(observations.shape[2]):
+        for feature in (observations[:, :, k], np.square(observations[:, :, k])):
+            features.append(np.where(used, feature - _others_mean(feature, valid, inverse, n_groups), 0.0))
+    return features
+
+
+def _subtract_history_fit(
+    advantages: np.ndarray, features: list[np.ndarray], used: np.ndarray
+) -> tuple[np.ndarray, float | None]:
+    """``group_step_baseline(reward_history=True)``: subtract the least-squares fit of ``advantages`` on ``features``
+    (:func:`_history_features`) over the entries ``used`` (real steps with an advantage) after the first step.
+
+    :return: the advantages less the fit, and the fraction of their sum of squares the fit removed (``None`` when
+        there are too few entries to fit)."""
     fitted = used.copy()
     fitted[0] = False
     if fitted.sum() <= len(features):
@@ -384,6 +398,53 @@ def _subtract_history_fit(
     total = float(np.square(target).sum())
     explained = 1.0 - float(np.square(out[fitted]).sum()) / total if total > 0 else 0.0
     return out, explained
+
+
+#: ``state_baseline``'s folds of trajectories: each trajectory's fit is made on the other folds' steps.
+STATE_FOLDS = 4
+#: ``state_baseline``'s ridge penalties per fitted step (features scaled to unit variance), tried on every batch.
+STATE_RIDGES = (1e-3, 1e-2, 1e-1, 1.0)
+
+
+def _subtract_cross_fit(
+    advantages: np.ndarray, features: list[np.ndarray], used: np.ndarray
+) -> tuple[np.ndarray, float | None]:
+    """``group_step_baseline(state_baseline=True)``: subtract from each trajectory's advantages a ridge fit of them on
+    ``features`` made on the other trajectories only (column ``c`` in fold ``c % STATE_FOLDS``; features scaled to
+    unit variance over ``used``), so that a step's own return does not enter the fit subtracted from it. Of the
+    penalties ``STATE_RIDGES`` (times the fitted steps) the one whose held-out fits leave the least sum of squares is
+    used; where even that one leaves more than the advantages had, nothing is subtracted.
+
+    :return: the advantages less the fits, and the fraction of their sum of squares over ``used`` that the fits
+        removed (0 when nothing is subtracted; ``None`` when a fold has too few steps to fit, the advantages then
+        returned as they are)."""
+    n_columns = used.shape[1]
+    folds = np.broadcast_to((np.arange(n_columns) % STATE_FOLDS)[None, :], used.shape)[used]
+    design = np.stack([feature[used] for feature in features], axis=1)
+    scale = design.std(axis=0)
+    design = design[:, scale > 0] / scale[scale > 0]
+    target = advantages[used]
+    if n_columns < 2 or design.shape[1] == 0:
+        return advantages, None
+    fits = np.zeros((len(STATE_RIDGES), len(target)))
+    for fold in np.unique(folds):
+        train = folds != fold
+        n_train = int(train.sum())
+        if n_train <= design.shape[1]:
+            return advantages, None
+        eigenvalues, eigenvectors = np.linalg.eigh(design[train].T @ design[train])
+        projected = eigenvectors.T @ (design[train].T @ target[train])
+        for k, ridge in enumerate(STATE_RIDGES):
+            beta = eigenvectors @ (projected / (eigenvalues + ridge * n_train))
+            fits[k, ~train] = design[~train] @ beta
+    residuals = np.square(target[None, :] - fits).sum(axis=1)
+    total = float(np.square(target).sum())
+    best = int(np.argmin(residuals))
+    if total <= 0 or residuals[best] >= total:
+        return advantages, 0.0
+    out = advantages.copy()
+    out[used] -= fits[best]
+    return out, 1.0 - float(residuals[best]) / total
 
 
 class GroupStepBaseline(AdvantageEstimator):
@@ -431,6 +492,20 @@ class GroupStepBaseline(AdvantageEstimator):
     steps)) and removes the variance they explain: the fraction removed is ``history_explained`` (GRPO's
     ``train/reward_history_explained``). Needs ``lam=1``.
 
+    ``state_baseline=True`` subtracts what each member's state at t predicts of its advantage: the features are every
+    number of the observation the policy saw (normalised where the env is) and its square, minus the same for the
+    other members alive at t; the fit is a ridge regression made, for each trajectory, on the trajectories of the
+    other folds (``STATE_FOLDS`` folds by column, features scaled to unit variance), so that a step's own return is
+    not in the fit subtracted from it. Of the penalties ``STATE_RIDGES`` the batch's held-out fits choose the best,
+    and a batch whose best held-out fit leaves more variance than it found subtracts nothing. This is the state's part
+    of ``G_t^i - b_t^i`` that a critic would remove, fitted afresh on each batch: no value function is kept or trained
+    between updates.
+    A state is fixed before the action taken in it, so the policy gradient keeps its expectation up to the fit's
+    dependence on the other members' returns (a member's return is in the others' baselines, with weight
+    ``1 / (n - 1)``). With ``reward_history`` too, both sets of features go into the one cross-fitted regression.
+    The fraction of the advantages' sum of squares removed is ``state_explained`` (GRPO's
+    ``train/state_baseline_explained``). Needs ``lam=1`` and an algorithm that provides ``"observations"`` (GRPO).
+
     :param scale: ``"batch"`` (default), ``"floored"`` or ``"none"``.
     :param floor: with ``scale="floored"``, the floor as a fraction of the running standard deviation, in (0, 1]
         (default 1).
@@ -438,13 +513,22 @@ class GroupStepBaseline(AdvantageEstimator):
     :param eps: added to the standard deviation.
     :param reward_history: also subtract the part of the advantage that each member's own earlier rewards predict
         (above; default False).
+    :param state_baseline: also subtract the part of the advantage that each member's state predicts (above; default
+        False).
     """
 
     requires = frozenset({"step_rewards", "group_ids"})
-    reward_history = False  # a class default as well: estimators saved before the option load without it
+    reward_history = False  # class defaults as well: estimators saved before the options load without them
+    state_baseline = False
 
     def __init__(
-        self, scale: str = "batch", lam: float = 1.0, eps: float = 1e-8, floor: float = 1.0, reward_history: bool = False
+        self,
+        scale: str = "batch",
+        lam: float = 1.0,
+        eps: float = 1e-8,
+        floor: float = 1.0,
+        reward_history: bool = False,
+        state_baseline: bool = False,
     ):
         if scale not in ("batch", "floored", "none"):
             raise EstimatorError(f"group_step_baseline: scale must be 'batch', 'floored' or 'none', got {scale!r}")
@@ -458,7 +542,14 @@ class GroupStepBaseline(AdvantageEstimator):
             raise EstimatorError(f"group_step_baseline: reward_history must be True or False, got {reward_history!r}")
         if reward_history and lam != 1.0:
             raise EstimatorError(f"group_step_baseline: reward_history=True needs lam=1, got lam={lam!r}")
+        if state_baseline not in (True, False):
+            raise EstimatorError(f"group_step_baseline: state_baseline must be True or False, got {state_baseline!r}")
+        if state_baseline and lam != 1.0:
+            raise EstimatorError(f"group_step_baseline: state_baseline=True needs lam=1, got lam={lam!r}")
         self.reward_history = bool(reward_history)
+        self.state_baseline = bool(state_baseline)
+        if self.state_baseline:
+            self.requires = type(self).requires | {"observations"}
         self.scale = scale
         self.lam = float(lam)
         self.eps = float(eps)
@@ -486,6 +577,12 @@ class GroupStepBaseline(AdvantageEstimator):
         """With ``reward_history``: the fraction of the advantages' sum of squares the last batch's fit removed (GRPO
         logs it as ``train/reward_history_explained``); ``None`` before the first batch."""
         return getattr(self, "_history_explained", None)
+
+    @property
+    def state_explained(self) -> float | None:
+        """With ``state_baseline``: the fraction of the advantages' sum of squares the last batch's cross-fitted
+        regression removed (GRPO logs it as ``train/state_baseline_explained``); ``None`` before the first batch."""
+        return getattr(self, "_state_explained", None)
 
     @property
     def accepts_reward_streams(self) -> bool:
@@ -524,11 +621,18 @@ class GroupStepBaseline(AdvantageEstimator):
         flat = (highest == lowest)[:, inverse]
         if self.lam == 1.0:
             advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
+            used = valid & ~flat
+            features = []
             if self.reward_history:
                 histories = [rewards] if streams is None else [stream for stream, _ in streams]
-                advantages, self._history_explained = _subtract_history_fit(
-                    advantages, histories, valid, valid & ~flat, inverse, n_groups
-                )
+                features += _history_features(histories, valid, used, inverse, n_groups)
+            if self.state_baseline:
+                if inputs.observations is None:
+                    raise EstimatorError("group_step_baseline: state_baseline=True needs the inputs' observations")
+                features += _state_features(np.asarray(inputs.observations, dtype=np.float64), valid, used, inverse, n_groups)
+                advantages, self._state_explained = _subtract_cross_fit(advantages, features, used)
+            elif self.reward_history:
+                advantages, self._history_explained = _subtract_history_fit(advantages, features, used)
         else:
             baseline = np.where(valid, baseline, 0.0)
             following = np.zeros_like(baseline)

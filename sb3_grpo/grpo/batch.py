@@ -18,7 +18,17 @@ from sb3_grpo.common.groups.buffers import GroupRolloutBuffer
 from sb3_grpo.common.groups.trajectories import ScoredRollout
 from sb3_grpo.grpo.loss import trajectory_loss_weights
 
-__all__ = ["build_batch", "score_norms"]
+__all__ = ["build_batch", "flat_observations", "score_norms"]
+
+
+def flat_observations(observations: Any) -> np.ndarray:
+    """``(N, D)`` float64: each step's observation flattened to numbers (a Dict observation's keys concatenated in
+    sorted order), the ``observations`` of :class:`~sb3_grpo.common.advantages.AdvantageInputs`."""
+    if isinstance(observations, dict):
+        parts = [np.asarray(observations[key], dtype=np.float64) for key in sorted(observations)]
+        return np.concatenate([part.reshape(len(part), -1) for part in parts], axis=1)
+    observations = np.asarray(observations, dtype=np.float64)
+    return observations.reshape(len(observations), -1)
 
 
 def score_norms(policy: Any, observations: Any, actions: np.ndarray, chunk: int = 4096) -> np.ndarray:
@@ -79,6 +89,9 @@ def build_batch(
         if policy is None:
             raise ValueError("build_batch: the estimator needs score_norms; pass the policy that acted.")
         norms = scored.per_trajectory(score_norms(policy, scored.observations, scored.actions))
+    flat = None
+    if "observations" in set(getattr(estimator, "requires", ())):
+        flat = scored.per_trajectory(flat_observations(scored.observations))
     inputs = AdvantageInputs.from_trajectories(
         scored.step_rewards,
         gamma,
@@ -87,6 +100,7 @@ def build_batch(
         terminated=np.array([t.terminated for t in trajectories]),
         reward_streams=None if reward_gammas is None else list(zip(scored.streams, reward_gammas, strict=True)),
         score_norms=norms,
+        observations=flat,
     )
     outputs = run_estimator(estimator, inputs)
     advantages = np.asarray(outputs.advantages).T[inputs.valid.T]

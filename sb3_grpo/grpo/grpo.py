@@ -481,9 +481,10 @@ class GRPO(GroupSamplingAlgorithm):
             first_steps_only=bool(self.branch_common_noise),
             policy=self.policy,
         )
-        explained = getattr(self._estimator, "history_explained", None)  # group_step_baseline(reward_history=True)
-        if explained is not None:
-            stats = {**(stats or {}), "train/reward_history_explained": explained}
+        for name, key in (("history_explained", "reward_history"), ("state_explained", "state_baseline")):
+            explained = getattr(self._estimator, name, None)  # group_step_baseline's fits
+            if explained is not None:
+                stats = {**(stats or {}), f"train/{key}_explained": explained}
         return stats
 
     # ------------------------------------------------------------------ update
