@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from stable_baselines3.common.buffers import RolloutBuffer
 
 from sb3_grpo import AdvantageInputs, AdvantageOutputs, get_advantage_estimator
-from sb3_grpo.common.advantages import EstimatorError, check_estimator_needs, run_estimator
+from sb3_grpo.common.advantages import EstimatorError, check_estimator_needs, group_index, run_estimator
 
 # A 3-step single-column rollout used by the hand computations below.
 R = [1.0, 2.0, 3.0]
@@ -411,6 +411,101 @@ def test_group_step_baseline_reward_history_refusals():
         get_advantage_estimator("group_step_baseline", reward_history=True, lam=0.9)
     with pytest.raises(EstimatorError, match=r"reward_history must be True or False, got 'yes'"):
         get_advantage_estimator("group_step_baseline", reward_history="yes")
+
+
+def state_batch(seed=0, n_groups=4, size=8, horizon=60, action_scale=1.0):
+    """gamma 0: r_t = 2 s_t + a_t, with the observed state s a random walk no action moves (zero at the start, which
+    the group shares) and a the action's own effect; also the action's effect relative to the group at each step."""
+    rng = np.random.default_rng(seed)
+    columns = n_groups * size
+    actions = rng.normal(scale=action_scale, size=(horizon, columns))
+    state = np.cumsum(rng.normal(scale=0.5, size=(horizon, columns)), axis=0)
+    state -= state[0]
+    observations = [np.stack([state[:, c], rng.normal(size=horizon)], axis=1) for c in range(columns)]  # + a noise input
+    inputs = AdvantageInputs.from_trajectories(
+        list((2.0 * state + actions).T), gamma=0.0, group_ids=np.repeat(np.arange(n_groups), size), observations=observations
+    )
+    signal = actions - actions.reshape(horizon, n_groups, size).mean(-1).repeat(size, axis=1)
+    return inputs, signal
+
+
+def test_group_step_baseline_state_baseline_removes_the_state_and_keeps_the_actions():
+    """The state's part of the advantage goes (the advantages follow the actions' own effect, their variance falls by
+    more than half) and the batch's mean stays zero; the fraction removed is what ``state_explained`` says."""
+    inputs, signal = state_batch()
+    plain = adv("group_step_baseline", inputs, scale="none").advantages[1:].ravel()
+    estimator = get_advantage_estimator("group_step_baseline", scale="none", state_baseline=True)
+    assert estimator.state_explained is None and "observations" in estimator.requires
+    state = run_estimator(estimator, inputs).advantages[1:].ravel()
+    assert np.corrcoef(plain, signal[1:].ravel())[0, 1] < 0.5
+    assert np.corrcoef(state, signal[1:].ravel())[0, 1] > 0.9
+    assert state.var() < 0.5 * plain.var()
+    whole = adv("group_step_baseline", inputs, scale="none").advantages
+    removed = 1.0 - np.square(run_estimator(estimator, inputs).advantages).sum() / np.square(whole).sum()
+    assert estimator.state_explained == pytest.approx(removed)
+    assert abs(state.mean()) < 0.05 * state.std()
+    assert get_advantage_estimator("group_step_baseline").requires == frozenset({"step_rewards", "group_ids"})
+
+
+def test_group_step_baseline_state_baseline_fits_each_trajectory_on_the_others(monkeypatch):
+    """With one ridge penalty the fit subtracted from a trajectory is made on the other folds' trajectories alone:
+    with its own advantages changed, the amount subtracted from it is the same, and every other fold's changes."""
+    from sb3_grpo.default_plugins import advantage_estimators
+
+    monkeypatch.setattr(advantage_estimators, "STATE_RIDGES", (1e-2,))
+    inputs, _ = state_batch(seed=1)
+    advantages = adv("group_step_baseline", inputs, scale="none").advantages
+    used = inputs.valid
+    features = advantage_estimators._state_features(inputs.observations, used, used, *group_index(inputs.group_ids)[:2])
+    out, _ = advantage_estimators._subtract_cross_fit(advantages, features, used)
+    changed = advantages.copy()
+    changed[:, 0] += np.linspace(0.0, 5.0, len(changed))
+    out2, _ = advantage_estimators._subtract_cross_fit(changed, features, used)
+    fold0 = np.arange(inputs.shape[1]) % advantage_estimators.STATE_FOLDS == 0
+    np.testing.assert_allclose((changed - out2)[:, fold0], (advantages - out)[:, fold0], atol=1e-9)
+    assert not np.allclose((changed - out2)[:, ~fold0], (advantages - out)[:, ~fold0])
+
+
+def test_group_step_baseline_state_baseline_subtracts_nothing_that_does_not_predict():
+    """Observations whose relation to the returns differs between trajectories (the state's sign flipped on two folds
+    of four): every held-out fit leaves more than it found, so the advantages stay as they are (``state_explained``
+    0)."""
+    inputs, _ = state_batch(seed=2)
+    flip = np.where(np.arange(inputs.shape[1]) % 4 < 2, 1.0, -1.0)
+    inputs.observations = inputs.observations[:, :, :1] * flip[None, :, None]
+    estimator = get_advantage_estimator("group_step_baseline", scale="none", state_baseline=True)
+    np.testing.assert_array_equal(
+        run_estimator(estimator, inputs).advantages, adv("group_step_baseline", inputs, scale="none").advantages
+    )
+    assert estimator.state_explained == 0.0
+
+
+def test_group_step_baseline_state_baseline_with_reward_history_is_one_fit():
+    """Both options: the history's features join the state's in the one cross-fitted regression (reported as
+    ``state_explained``; ``history_explained`` stays unset)."""
+    inputs, signal = state_batch(seed=4)
+    estimator = get_advantage_estimator("group_step_baseline", scale="none", state_baseline=True, reward_history=True)
+    both = run_estimator(estimator, inputs).advantages[1:].ravel()
+    assert estimator.history_explained is None and 0.5 < estimator.state_explained < 1.0
+    assert np.corrcoef(both, signal[1:].ravel())[0, 1] > 0.9
+
+
+def test_group_step_baseline_state_baseline_refusals():
+    with pytest.raises(EstimatorError, match=r"state_baseline=True needs lam=1, got lam=0\.9"):
+        get_advantage_estimator("group_step_baseline", state_baseline=True, lam=0.9)
+    with pytest.raises(EstimatorError, match=r"state_baseline must be True or False, got 1"):
+        get_advantage_estimator("group_step_baseline", state_baseline=1)
+    inputs, _ = state_batch()
+    inputs.observations = None
+    with pytest.raises(EstimatorError, match=r"needs \['observations'\] but the inputs do not carry them"):
+        adv("group_step_baseline", inputs, state_baseline=True)
+    with pytest.raises(EstimatorError, match="state_baseline=True needs the inputs' observations"):
+        get_advantage_estimator("group_step_baseline", state_baseline=True).compute(inputs)
+    estimator = get_advantage_estimator("group_step_baseline", state_baseline=True)
+    with pytest.raises(EstimatorError, match="observations"):
+        check_estimator_needs(estimator, frozenset({"step_rewards", "group_ids"}), "Algo", "")
+    with pytest.raises(EstimatorError, match=r"observations must have shape \(2, 1, 'D'\)"):
+        AdvantageInputs(rewards=np.zeros((2, 1)), episode_starts=np.zeros((2, 1)), gamma=0.9, observations=np.zeros((2, 1)))
 
 
 def test_reinforce_baseline_running_mean():

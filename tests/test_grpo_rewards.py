@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch as th
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_grpo import GRPO
 from sb3_grpo.default_plugins.advantage_estimators import GroupStepBaseline
@@ -95,6 +96,48 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     assert (loaded._estimator.running_count, loaded._estimator.running_mean, loaded._estimator.running_var) == state
     loaded.learn(400, reset_num_timesteps=False)
     assert loaded._estimator.running_count == 1600
+
+
+def test_state_baseline_reaches_the_advantages_and_the_log(tmp_path):
+    """advantage_kwargs=dict(state_baseline=True): the estimator is handed each step's observation as the policy saw
+    it (normalised by VecNormalize), changes the advantages GRPO trains on, logs the fraction its fit removed, and is
+    saved with the model, which loads and learns on."""
+    seen = []
+
+    class Spy(GroupStepBaseline):
+        def compute(self, inputs):
+            outputs = super().compute(inputs)
+            seen.append((inputs, outputs.advantages))
+            return outputs
+
+    kwargs = dict(n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu")
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
+    model = GRPO("MlpPolicy", env, advantage_estimator=Spy(state_baseline=True), **kwargs)
+    model.learn(400)
+    inputs, advantages = seen[-1]
+    assert inputs.observations.shape == (*inputs.shape, 3)
+    first = inputs.observations[: inputs.lengths[0], 0]
+    np.testing.assert_allclose(first, model.rollout_buffer.observations[: inputs.lengths[0]].reshape(-1, 3), rtol=1e-6)
+    assert np.abs(first).max() <= 10.0 and not np.allclose(first[:, 2], 0.0)  # clipped and scaled: VecNormalize's
+    explained = model.logger.name_to_value["train/state_baseline_explained"]
+    assert 0.0 <= explained < 1.0 and explained == model._estimator.state_explained
+    assert "train/reward_history_explained" not in model.logger.name_to_value
+    plain = GroupStepBaseline().compute(inputs).advantages
+    assert explained == 0.0 or not np.allclose(plain, advantages)
+    model.save(tmp_path / "state.zip")
+    loaded = GRPO.load(tmp_path / "state.zip", env=env, device="cpu")
+    assert loaded._estimator.state_baseline and "observations" in loaded._estimator.requires
+    loaded.learn(400, reset_num_timesteps=False)
+    assert loaded._estimator.state_explained == loaded.logger.name_to_value["train/state_baseline_explained"]
+
+
+def test_flat_observations_of_every_space():
+    from sb3_grpo.grpo.batch import flat_observations
+
+    np.testing.assert_array_equal(flat_observations(np.arange(12).reshape(2, 2, 3)), np.arange(12.0).reshape(2, 6))
+    np.testing.assert_array_equal(flat_observations(np.array([3, 1])), [[3.0], [1.0]])  # Discrete
+    both = {"b": np.array([[1.0], [2.0]]), "a": np.array([[5, 6], [7, 8]])}
+    np.testing.assert_array_equal(flat_observations(both), [[5.0, 6.0, 1.0], [7.0, 8.0, 2.0]])  # keys in sorted order
 
 
 def test_reward_history_reaches_the_advantages_and_the_log(tmp_path):

@@ -37,6 +37,7 @@ SETTINGS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("discrete", dict(policy_loss="kl_cov")),
         ("discrete", dict(policy_loss="geo_mean")),
         ("box", dict(advantage_estimator="group_step_baseline", advantage_kwargs=dict(reward_history=True))),
+        ("box", dict(advantage_estimator="group_step_baseline", advantage_kwargs=dict(state_baseline=True))),
     ],
     "exact_trpo": [("discrete", {}), ("box", dict(fisher_subsample=4))],  # a subsampled exact solve is refined
     "adaptive_kl_ppo": [("discrete", {}), ("box", dict(clip_range=0.2, clip_range_vf=0.2))],

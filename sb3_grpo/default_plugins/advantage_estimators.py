@@ -416,16 +416,18 @@ def _subtract_cross_fit(
     used; where even that one leaves more than the advantages had, nothing is subtracted.
 
     :return: the advantages less the fits, and the fraction of their sum of squares over ``used`` that the fits
-        removed (0 when nothing is subtracted; ``None`` when a fold has too few steps to fit, the advantages then
-        returned as they are)."""
+        removed (0 when nothing is subtracted; ``None`` when there is one trajectory or a fold has too few steps to
+        fit, the advantages then returned as they are)."""
     n_columns = used.shape[1]
     folds = np.broadcast_to((np.arange(n_columns) % STATE_FOLDS)[None, :], used.shape)[used]
     design = np.stack([feature[used] for feature in features], axis=1)
     scale = design.std(axis=0)
     design = design[:, scale > 0] / scale[scale > 0]
     target = advantages[used]
-    if n_columns < 2 or design.shape[1] == 0:
+    if n_columns < 2:
         return advantages, None
+    if design.shape[1] == 0:  # the states do not differ between members at any step: nothing to fit
+        return advantages, 0.0
     fits = np.zeros((len(STATE_RIDGES), len(target)))
     for fold in np.unique(folds):
         train = folds != fold
@@ -538,11 +540,11 @@ class GroupStepBaseline(AdvantageEstimator):
             raise EstimatorError(f"group_step_baseline: floor={floor!r} needs scale='floored', got scale={scale!r}")
         if not 0.0 <= lam <= 1.0:  # also refuses NaN
             raise EstimatorError(f"group_step_baseline: lam must be in [0, 1], got {lam!r}")
-        if reward_history not in (True, False):
+        if not isinstance(reward_history, (bool, np.bool_)):
             raise EstimatorError(f"group_step_baseline: reward_history must be True or False, got {reward_history!r}")
         if reward_history and lam != 1.0:
             raise EstimatorError(f"group_step_baseline: reward_history=True needs lam=1, got lam={lam!r}")
-        if state_baseline not in (True, False):
+        if not isinstance(state_baseline, (bool, np.bool_)):
             raise EstimatorError(f"group_step_baseline: state_baseline must be True or False, got {state_baseline!r}")
         if state_baseline and lam != 1.0:
             raise EstimatorError(f"group_step_baseline: state_baseline=True needs lam=1, got lam={lam!r}")
