@@ -228,10 +228,32 @@ class _Module:
         return f"nn.{name}"
 
 
+#: The rl-zoo ``callback`` of a zoo entry that changes its arguments partway (the harness's ``switch``).
+SWITCH_CALLBACK = "sb3_grpo.SwitchArguments"
+
+
+def as_switch(entry: dict[str, Any]) -> dict[str, Any]:
+    """A zoo entry whose ``callback`` is one ``sb3_grpo.SwitchArguments`` (``{at: <steps>, arguments: {...}}``) with
+    that callback written as the harness's ``switch: {at, set: arguments, schedules: budget}``, which trains the same
+    (one ``learn`` whose schedules run over the whole budget, the arguments changed at ``at`` steps); any other entry
+    as it is."""
+    callbacks = entry.get("callback")
+    if not (isinstance(callbacks, list) and len(callbacks) == 1 and isinstance(callbacks[0], dict)):
+        return entry
+    (name, kwargs), *_ = callbacks[0].items()
+    if name != SWITCH_CALLBACK or set(kwargs or {}) - {"at", "arguments"}:
+        return entry
+    out = {key: value for key, value in entry.items() if key != "callback"}
+    out["switch"] = {"at": kwargs["at"], "set": dict(kwargs.get("arguments") or {}), "schedules": "budget"}
+    return out
+
+
 def flatten(hp: dict[str, Any]) -> dict[str, Any]:
     """A zoo entry as flat ``key -> value`` (``policy_kwargs`` and ``normalize`` strings parsed, nested dicts dotted;
-    ``normalize: false`` and ``policy`` dropped, as they change nothing)."""
+    ``normalize: false`` and ``policy`` dropped, as they change nothing; a ``SwitchArguments`` callback as the
+    harness's ``switch``, :func:`as_switch`)."""
     out: dict[str, Any] = {}
+    hp = as_switch(hp)
 
     def parse(value: Any) -> Any:
         if isinstance(value, str) and value.startswith("dict("):

@@ -31,7 +31,8 @@ A sweep file may change the model partway through a cell, as a user would betwee
 schedules over ``at`` steps and the second over the whole budget (resuming at ``at / budget`` of their progress);
 with ``schedules: budget`` in ``switch`` the first ``learn`` is ``learn(budget)`` stopped by a callback at ``at``
 steps (the rollout in progress is dropped), so every schedule runs once over the whole budget: what
-``sb3_grpo.SwitchArguments`` does within one ``learn`` call.
+``sb3_grpo.SwitchArguments`` does within one ``learn`` call. A zoo entry whose rl-zoo ``callback`` is one
+``sb3_grpo.SwitchArguments`` runs as that ``switch`` (``dataset.as_switch``).
 
     python -m benchmarks.harness --algos grpo ppo --envs CartPole-v1 Acrobot-v1 --seeds 0 1 2 --jobs 2
 """
@@ -56,6 +57,7 @@ import numpy as np
 import yaml
 
 from benchmarks import table
+from benchmarks.dataset import as_switch
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The working directory of the cells (ignored by git); finished cells go to the results table.
@@ -159,7 +161,7 @@ def build(
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    entry = load_hyperparams(algo, env_id)
+    entry = as_switch(load_hyperparams(algo, env_id))  # a zoo entry's SwitchArguments callback: run_cell's switch
     entry.pop("n_timesteps", None)
     entry.update(overrides or {})
     hp = dict(entry)

@@ -210,3 +210,32 @@ def test_thresholds_are_gymnasiums_where_it_sets_one_but_on_locomotion():
     own = {"HalfCheetah-v5": 1500.0, "Hopper-v5": 1000.0, "Walker2d-v5": 1000.0, "Pendulum-v1": -200.0}
     for env, threshold in THRESHOLDS.items():
         assert threshold == own.get(env, gym.spec(env).reward_threshold), env
+
+
+def test_a_zoo_entry_switching_with_its_callback_runs_as_that_switch(tmp_path, monkeypatch):
+    """An entry whose rl-zoo ``callback`` is one ``sb3_grpo.SwitchArguments`` runs as the harness's ``switch`` with
+    ``schedules: budget`` (recorded in that form, flattened as the entry), and trains to the parameters that the
+    callback gives a user's single ``learn`` call."""
+    import benchmarks.harness as harness
+    from benchmarks.dataset import as_switch, flatten
+    from sb3_grpo import SwitchArguments
+
+    arguments = {"clip_range": 0.05, "n_epochs": 3}
+    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "learning_rate": "lin_1e-3"}
+    zoo = dict(entry, callback=[{"sb3_grpo.SwitchArguments": {"at": 256, "arguments": arguments}}])
+    monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(zoo))
+    summary = harness.run_cell("grpo", "CartPole-v1", 0, 640, str(tmp_path), eval_freq=128, n_eval_episodes=1)
+    assert summary["hyperparams"]["switch"] == {"at": 256, "set": arguments, "schedules": "budget"}
+    assert "callback" not in summary["hyperparams"] and flatten(summary["hyperparams"]) == flatten(zoo)
+
+    trained = []
+    original = harness.evaluate_model
+    monkeypatch.setattr(harness, "evaluate_model", lambda model, *a: (trained.append(model), original(model, *a))[1])
+    harness.run_cell("grpo", "CartPole-v1", 0, 640, str(tmp_path / "again"), eval_freq=10_000, n_eval_episodes=1)
+    monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry))
+    model, _, _ = harness.build("grpo", "CartPole-v1", 0)
+    model.learn(640, callback=SwitchArguments(256, arguments))
+    assert model.clip_range(0.0) == 0.05 and model.n_epochs == 3
+    vector = th.nn.utils.parameters_to_vector
+    th.testing.assert_close(vector(trained[-1].policy.parameters()), vector(model.policy.parameters()))
+    assert as_switch(entry) is entry  # an entry without the callback is left as it is
