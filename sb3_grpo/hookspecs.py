@@ -57,10 +57,9 @@ def register_advantage_estimators(register: Callable[[str, Any], None]) -> None:
         :class:`sb3_grpo.AdvantageInputs`: any of ``"values"`` (a critic), ``"group_ids"``,
         ``"outcome_rewards"``, ``"step_rewards"``, ``"score_norms"`` (a categorical policy's, from GRPO) and
         ``"observations"`` (from GRPO). An algorithm that cannot provide one of them refuses the estimator when it
-        is constructed. An instance
-        whose ``accepts_reward_streams`` is true may be used with GRPO's ``reward_gammas``: it then finds each
-        reward function's per-step rewards and discount in ``inputs.extras["reward_streams"]`` (see
-        :mod:`sb3_grpo.common.advantages`).
+        is constructed. An instance whose ``accepts_reward_streams`` is true may be used with GRPO's
+        ``reward_gammas``: it then finds each reward function's per-step rewards and discount in
+        ``inputs.extras["reward_streams"]`` (see :mod:`sb3_grpo.common.advantages`).
 
     A wrong signature (``compute`` must take exactly one argument) or an unknown need is an error at
     registration time, naming your plugin.

@@ -422,7 +422,8 @@ def _subtract_cross_fit(
     folds = np.broadcast_to((np.arange(n_columns) % STATE_FOLDS)[None, :], used.shape)[used]
     design = np.stack([feature[used] for feature in features], axis=1)
     scale = design.std(axis=0)
-    design = design[:, scale > 0] / scale[scale > 0]
+    varies = scale > 1e-12 * max(1.0, float(np.abs(design).max(initial=0.0)))  # rounding is not a feature
+    design = design[:, varies] / scale[varies]
     target = advantages[used]
     if n_columns < 2:
         return advantages, None
