@@ -98,21 +98,27 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     assert loaded._estimator.running_count == 1600
 
 
+class Recording(GroupStepBaseline):
+    """``group_step_baseline`` that appends each batch's inputs and advantages to ``seen``."""
+
+    def __init__(self, seen: list, **kwargs):
+        super().__init__(**kwargs)
+        self.seen = seen
+
+    def compute(self, inputs):
+        outputs = super().compute(inputs)
+        self.seen.append((inputs, outputs.advantages))
+        return outputs
+
+
 def test_state_baseline_reaches_the_advantages_and_the_log(tmp_path):
     """advantage_kwargs=dict(state_baseline=True): the estimator is handed each step's observation as the policy saw
     it (normalised by VecNormalize), changes the advantages GRPO trains on, logs the fraction its fit removed, and is
     saved with the model, which loads and learns on."""
-    seen = []
-
-    class Spy(GroupStepBaseline):
-        def compute(self, inputs):
-            outputs = super().compute(inputs)
-            seen.append((inputs, outputs.advantages))
-            return outputs
-
+    seen: list = []
     kwargs = dict(n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu")
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
-    model = GRPO("MlpPolicy", env, advantage_estimator=Spy(state_baseline=True), **kwargs)
+    model = GRPO("MlpPolicy", env, advantage_estimator=Recording(seen, state_baseline=True), **kwargs)
     model.learn(400)
     inputs, advantages = seen[-1]
     assert inputs.observations.shape == (*inputs.shape, 3)
@@ -143,17 +149,10 @@ def test_flat_observations_of_every_space():
 def test_reward_history_reaches_the_advantages_and_the_log(tmp_path):
     """advantage_kwargs=dict(reward_history=True) changes the advantages GRPO trains on, logs the fraction its fit
     removed, and is saved with the model."""
-    seen = []
-
-    class Spy(GroupStepBaseline):
-        def compute(self, inputs):
-            outputs = super().compute(inputs)
-            seen.append((inputs, outputs.advantages))
-            return outputs
-
+    seen: list = []
     kwargs = dict(n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu")
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
-    model = GRPO("MlpPolicy", env, advantage_estimator=Spy(reward_history=True), **kwargs)
+    model = GRPO("MlpPolicy", env, advantage_estimator=Recording(seen, reward_history=True), **kwargs)
     model.learn(400)
     inputs, advantages = seen[-1]
     explained = model.logger.name_to_value["train/reward_history_explained"]

@@ -337,15 +337,18 @@ class GroupProcess(AdvantageEstimator):
 
 def _others_mean(values: np.ndarray, valid: np.ndarray, inverse: np.ndarray, n_groups: int) -> np.ndarray:
     """Per entry ``(t, i)``: the mean of ``values`` over the other members of column i's group alive at t, or the
-    entry itself where no other member is alive (so that ``values - _others_mean(...)`` is zero there)."""
-    sums = np.zeros((values.shape[0], n_groups))
+    entry itself where no other member is alive (so that ``values - _others_mean(...)`` is zero there). ``values``
+    is ``(T, B)`` or ``(T, B, F)``: ``F`` quantities at once, each as a ``(T, B)`` one."""
+    trailing = (slice(None), slice(None)) + (None,) * (values.ndim - 2)
+    alive_all = valid[trailing]
+    sums = np.zeros((values.shape[0], n_groups, *values.shape[2:]))
     counts = np.zeros((values.shape[0], n_groups))
     for column in range(values.shape[1]):
         alive = valid[:, column]
-        sums[:, inverse[column]] += np.where(alive, values[:, column], 0.0)
+        sums[:, inverse[column]] += np.where(alive_all[:, column], values[:, column], 0.0)
         counts[:, inverse[column]] += alive
-    others = counts[:, inverse] - 1.0
-    return np.where(others > 0, (sums[:, inverse] - np.where(valid, values, 0.0)) / np.maximum(others, 1.0), values)
+    others = (counts[:, inverse] - 1.0)[trailing]
+    return np.where(others > 0, (sums[:, inverse] - np.where(alive_all, values, 0.0)) / np.maximum(others, 1.0), values)
 
 
 def _history_features(
@@ -371,11 +374,10 @@ def _state_features(
 ) -> list[np.ndarray]:
     """``state_baseline``'s features: each number of the observation and its square minus the same for the other
     members alive at the same step, zero outside ``used``."""
-    features = []
-    for k in range(observations.shape[2]):
-        for feature in (observations[:, :, k], np.square(observations[:, :, k])):
-            features.append(np.where(used, feature - _others_mean(feature, valid, inverse, n_groups), 0.0))
-    return features
+    # each number and its square, side by side: (T, B, 2 D)
+    stacked = np.stack([observations, np.square(observations)], axis=3).reshape(*observations.shape[:2], -1)
+    relative = np.where(used[:, :, None], stacked - _others_mean(stacked, valid, inverse, n_groups), 0.0)
+    return list(np.moveaxis(relative, 2, 0))
 
 
 def _subtract_history_fit(
@@ -419,14 +421,14 @@ def _subtract_cross_fit(
         removed (0 when nothing is subtracted; ``None`` when there is one trajectory or a fold has too few steps to
         fit, the advantages then returned as they are)."""
     n_columns = used.shape[1]
+    if n_columns < 2:
+        return advantages, None
     folds = np.broadcast_to((np.arange(n_columns) % STATE_FOLDS)[None, :], used.shape)[used]
     design = np.stack([feature[used] for feature in features], axis=1)
     scale = design.std(axis=0)
     varies = scale > 1e-12 * max(1.0, float(np.abs(design).max(initial=0.0)))  # rounding is not a feature
     design = design[:, varies] / scale[varies]
     target = advantages[used]
-    if n_columns < 2:
-        return advantages, None
     if design.shape[1] == 0:  # the states do not differ between members at any step: nothing to fit
         return advantages, 0.0
     fits = np.zeros((len(STATE_RIDGES), len(target)))
