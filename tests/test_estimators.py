@@ -375,6 +375,83 @@ def test_group_step_baseline_reward_streams_need_lam_one_and_matching_shapes():
         get_advantage_estimator("group_step_baseline").compute(streams)
 
 
+def test_group_step_baseline_stream_scale_each_by_hand():
+    # The example above, each stream's leave-one-out advantages first: stream 1 (gamma .5) a = [-.5, -3],
+    # b = [.5, 3, 0] (std over the 5 steps sqrt(18.5 / 5)); stream 2 (gamma 1) a = [-1, -1], b = [1, 1, 0]
+    # (std sqrt(4 / 5)). With stream_scale="each" each is divided by its own std, then they are summed.
+    first = [np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])]
+    second = [np.array([1.0, 1.0]), np.array([1.0, 1.0, 1.0])]
+    totals = [f + g for f, g in zip(first, second, strict=True)]
+    inputs = AdvantageInputs.from_trajectories(
+        totals, gamma=0.9, group_ids=np.array([7, 7]), reward_streams=[(first, 0.5), (second, 1.0)]
+    )
+    one, two = np.sqrt(18.5 / 5), np.sqrt(4 / 5)
+    out = adv("group_step_baseline", inputs, scale="none", stream_scale="each")
+    np.testing.assert_allclose(out.advantages[:, 0], [-0.5 / one - 1 / two, -3 / one - 1 / two, 0.0])
+    np.testing.assert_allclose(out.advantages[:, 1], [0.5 / one + 1 / two, 3 / one + 1 / two, 0.0])
+    # "joint" (the default) is the summed streams of the test above
+    joint = adv("group_step_baseline", inputs, scale="none", stream_scale="joint")
+    np.testing.assert_allclose(joint.advantages[:, 0], [-1.5, -4.0, 0.0])
+    # the batch scale then applies to the sum as before
+    scaled = adv("group_step_baseline", inputs, stream_scale="each").advantages
+    np.testing.assert_allclose(scaled, out.advantages / (out.advantages[inputs.valid].std() + 1e-8))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n_groups=st.integers(2, 3), size=st.integers(3, 4), factor=st.floats(1e-3, 1e3))
+def test_group_step_baseline_stream_scale_each_ignores_each_streams_size(seed, n_groups, size, factor):
+    """With "each" a stream multiplied by any positive factor gives the same advantages (each stream has the same
+    say); summed as they are, the larger stream decides."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(5, 12, size=n_groups * size)
+    ids = np.repeat(np.arange(n_groups), size)
+    speed = [rng.normal(size=n) for n in lengths]
+    alive = [rng.normal(size=n) for n in lengths]
+
+    def advantages(stream_scale, k):
+        bigger = [k * a for a in alive]
+        totals = [a + b for a, b in zip(speed, bigger, strict=True)]
+        inputs = AdvantageInputs.from_trajectories(
+            totals, gamma=0.9, group_ids=ids, reward_streams=[(speed, 0.9), (bigger, 0.99)]
+        )
+        return adv("group_step_baseline", inputs, stream_scale=stream_scale).advantages
+
+    np.testing.assert_allclose(advantages("each", factor), advantages("each", 1.0), atol=1e-8)
+    assume(abs(np.log(factor)) > 1.0)
+    joint, each = advantages("joint", factor), advantages("each", factor)
+    assert np.abs(joint).max() > 0 and not np.allclose(joint, each, atol=1e-3)
+
+
+def test_group_step_baseline_stream_scale_each_skips_a_stream_without_differences():
+    """A survival bonus that every member earns on every step (all alive to the end) has no advantage: it adds
+    nothing, also not rounding noise blown up by a zero standard deviation."""
+    speed = [np.array([1.0, 0.5, 2.0]), np.array([0.3, 0.7, 0.1])]
+    alive = [np.full(3, 0.1), np.full(3, 0.1)]
+    totals = [a + b for a, b in zip(speed, alive, strict=True)]
+    ids = np.array([0, 0])
+    both = AdvantageInputs.from_trajectories(totals, gamma=0.9, group_ids=ids, reward_streams=[(speed, 0.97), (alive, 0.999)])
+    alone = AdvantageInputs.from_trajectories(speed, gamma=0.97, group_ids=ids)
+    np.testing.assert_allclose(
+        adv("group_step_baseline", both, stream_scale="each").advantages,
+        adv("group_step_baseline", alone).advantages,
+        atol=1e-12,
+    )
+
+
+def test_group_step_baseline_stream_scale_refusals():
+    with pytest.raises(EstimatorError, match=r"stream_scale must be 'joint' or 'each', got 'sum'"):
+        get_advantage_estimator("group_step_baseline", stream_scale="sum")
+    with pytest.raises(EstimatorError, match=r"stream_scale='each' needs lam=1, got lam=0\.9"):
+        get_advantage_estimator("group_step_baseline", stream_scale="each", lam=0.9)
+    estimator = get_advantage_estimator("group_step_baseline", stream_scale="each")
+    assert estimator.scales_reward_streams and not get_advantage_estimator("group_step_baseline").scales_reward_streams
+    assert get_advantage_estimator("group_auto", step_kwargs={"stream_scale": "each"}).scales_reward_streams
+    steps = [np.array([1.0, 2.0]), np.array([0.5])]
+    single = AdvantageInputs.from_trajectories(steps, gamma=0.9, group_ids=np.array([0, 0]))
+    with pytest.raises(EstimatorError, match="needs one discount per reward function"):
+        estimator.compute(single)
+
+
 def test_group_step_baseline_reward_history_by_hand():
     # gamma 0, so G_t = r_t. a = [1, 3, 3], b = [1, 1, 1]: leave-one-out a = [0, 2, 2], b = [0, -2, -2].
     # Features at t = 2 (a minus b): last reward 3 - 1 = 2, moving average .39 - .19 = .2; at t = 1 both 0. The fit

@@ -98,6 +98,48 @@ def test_floored_scale_keeps_its_running_statistics_across_save_and_load(tmp_pat
     assert loaded._estimator.running_count == 1600
 
 
+def test_load_with_other_estimator_arguments_builds_the_estimator_from_them(tmp_path):
+    """The saved estimator object was built from the saved advantage_kwargs: load(advantage_kwargs=<others>) builds
+    it again from the ones given (before, they were stored and silently unused); the same ones keep its state."""
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    kwargs = dict(n_steps=200, group_size=2, n_epochs=1, seed=0, device="cpu", advantage_estimator="group_step_baseline")
+    model = GRPO("MlpPolicy", env, advantage_kwargs=dict(scale="floored"), **kwargs)
+    model.learn(400)
+    model.save(tmp_path / "m.zip")
+    same = GRPO.load(tmp_path / "m.zip", env=env, advantage_kwargs=dict(scale="floored"))
+    assert same._estimator.running_count == model._estimator.running_count > 0
+    other = GRPO.load(tmp_path / "m.zip", env=env, advantage_kwargs=dict(scale="none", lam=0.9))
+    assert (other._estimator.scale, other._estimator.lam, other._estimator.running_count) == ("none", 0.9, 0)
+    other.learn(400, reset_num_timesteps=False)
+    named = GRPO.load(tmp_path / "m.zip", env=env, advantage_estimator="group_zscore", advantage_kwargs=None)
+    assert type(named._estimator).__name__ == "GroupZScore"
+
+
+def test_stream_scale_each_in_grpo(tmp_path):
+    """advantage_kwargs=dict(stream_scale="each") with reward_gammas: the advantages GRPO trains on are the
+    estimator's with each reward function scaled on its own; without reward_gammas, or with the KL penalty in the
+    rewards (a stream that is no reward function), GRPO refuses it; a switch to it at load takes effect."""
+    pytest.importorskip("mujoco")
+    seen: list = []
+    kwargs = dict(n_steps=64, group_size=4, n_epochs=1, seed=0, device="cpu")
+    streams = dict(reward_functions=["without_healthy_reward", "healthy_reward"], reward_gammas=[0.97, 0.999])
+    env = make_vec_env("Hopper-v5", n_envs=4, seed=0)
+    model = GRPO("MlpPolicy", env, advantage_estimator=Recording(seen, stream_scale="each"), **streams, **kwargs)
+    model.learn(300)
+    inputs, advantages = seen[-1]
+    np.testing.assert_allclose(advantages, GroupStepBaseline(stream_scale="each").compute(inputs).advantages)
+    assert not np.allclose(advantages, GroupStepBaseline().compute(inputs).advantages)
+    each = dict(advantage_estimator="group_step_baseline", advantage_kwargs=dict(stream_scale="each"))
+    with pytest.raises(ValueError, match="needs one discount per reward function: give reward_gammas"):
+        GRPO("MlpPolicy", env, reward_functions=["without_healthy_reward"], **each, **kwargs)
+    with pytest.raises(ValueError, match=r"keep the penalty in the loss \(kl_in_reward=False\)"):
+        GRPO("MlpPolicy", env, beta=0.01, kl_in_reward=True, **streams, **each, **kwargs)
+    plain = GRPO("MlpPolicy", env, advantage_estimator="group_step_baseline", **streams, **kwargs)
+    plain.save(tmp_path / "plain.zip")
+    loaded = GRPO.load(tmp_path / "plain.zip", env=env, advantage_kwargs=dict(stream_scale="each"))
+    assert loaded._estimator.scales_reward_streams
+
+
 class Recording(GroupStepBaseline):
     """``group_step_baseline`` that appends each batch's inputs and advantages to ``seen``."""
 

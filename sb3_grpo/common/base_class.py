@@ -40,7 +40,7 @@ from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferM
 from sb3_grpo.common.callbacks import SwitchArguments, switches_in
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
-from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
+from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, read_saved_data, saved_by_record
 from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.common.worker_faults import install_fault_reports
 from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
@@ -625,5 +625,18 @@ class AlgorithmMixin:
                 **kwargs,
             )
 
+        if cls._estimator_arguments_change(path, kwargs):
+            kwargs["_estimator"] = None  # built again from the arguments given (its saved state belongs to the old one)
         with _loading():
             return load_checked(cls, path, custom_objects, sb3_load)
+
+    @classmethod
+    def _estimator_arguments_change(cls, path: Any, kwargs: dict[str, Any]) -> bool:
+        """Whether ``load``'s keyword arguments give an estimator argument (``advantage_estimator``,
+        ``advantage_kwargs``, REINFORCE's ``baseline``...) other than the file's: the saved estimator object was
+        built from the saved arguments and would otherwise be kept, the new ones ignored."""
+        given = [name for name in cls.estimator_arguments if name in kwargs]
+        if not given or "_estimator" in kwargs:
+            return False
+        data = read_saved_data(path)
+        return data is None or any(kwargs[name] != data.get(name) for name in given)

@@ -486,6 +486,15 @@ class GroupStepBaseline(AdvantageEstimator):
     and the baseline is formed from them as above. A survival bonus can then look far ahead (a fall costs every step
     after it) while a speed reward is credited to the steps around it. Needs ``lam=1``.
 
+    ``stream_scale="each"`` divides each reward function's advantage ``G_{k,t}^i - b_{k,t}^i`` by its own standard
+    deviation over the batch before they are summed (and the sum scaled as above), so that each reward function has
+    the same say in the update whatever its size. Summed as they are (``"joint"``, the default), the stream whose
+    advantages vary most decides the update's direction: a survival bonus discounted over a thousand steps varies
+    by hundreds where some members fall, a speed reward discounted over thirty by tens, and the update then teaches
+    not falling (standing still) and nothing about speed. This is the per-reward normalisation of multi-reward
+    GRPO (GDPO, Liu et al. 2026) over a batch's steps. A stream whose advantages are all zero (every member alive
+    to the end of the window) adds nothing. Needs ``reward_gammas``.
+
     ``reward_history=True`` subtracts, in addition, what each member's own rewards before step t predict of its
     advantage. By step t the members of a group are in different states, and ``G_t^i - b_t^i`` carries the difference
     of their states' values, which no action at t caused (a critic removes it). Rewards persist (a walker that is fast
@@ -520,11 +529,14 @@ class GroupStepBaseline(AdvantageEstimator):
         (above; default False).
     :param state_baseline: also subtract the part of the advantage that each member's state predicts (above; default
         False).
+    :param stream_scale: with one discount per reward function, ``"joint"`` (default) sums their advantages as they
+        are, ``"each"`` divides each by its own standard deviation over the batch first (above).
     """
 
     requires = frozenset({"step_rewards", "group_ids"})
     reward_history = False  # class defaults as well: estimators saved before the options load without them
     state_baseline = False
+    stream_scale = "joint"
 
     def __init__(
         self,
@@ -534,6 +546,7 @@ class GroupStepBaseline(AdvantageEstimator):
         floor: float = 1.0,
         reward_history: bool = False,
         state_baseline: bool = False,
+        stream_scale: str = "joint",
     ):
         if scale not in ("batch", "floored", "none"):
             raise EstimatorError(f"group_step_baseline: scale must be 'batch', 'floored' or 'none', got {scale!r}")
@@ -551,8 +564,13 @@ class GroupStepBaseline(AdvantageEstimator):
             raise EstimatorError(f"group_step_baseline: state_baseline must be True or False, got {state_baseline!r}")
         if state_baseline and lam != 1.0:
             raise EstimatorError(f"group_step_baseline: state_baseline=True needs lam=1, got lam={lam!r}")
+        if stream_scale not in ("joint", "each"):
+            raise EstimatorError(f"group_step_baseline: stream_scale must be 'joint' or 'each', got {stream_scale!r}")
+        if stream_scale == "each" and lam != 1.0:
+            raise EstimatorError(f"group_step_baseline: stream_scale='each' needs lam=1, got lam={lam!r}")
         self.reward_history = bool(reward_history)
         self.state_baseline = bool(state_baseline)
+        self.stream_scale = stream_scale
         if self.state_baseline:
             self.requires = type(self).requires | {"observations"}
         self.scale = scale
@@ -594,11 +612,23 @@ class GroupStepBaseline(AdvantageEstimator):
         """One discount per reward function works with the plain baseline (``lam=1``) only."""
         return self.lam == 1.0
 
+    @property
+    def scales_reward_streams(self) -> bool:
+        """Whether each reward function's advantage is scaled on its own (``stream_scale="each"``): the caller must
+        then hand over one stream per reward function, and no stream that is not one (such as a KL penalty)."""
+        return self.stream_scale == "each"
+
     def compute(self, inputs: AdvantageInputs) -> AdvantageOutputs:
         valid = inputs.valid
         rewards = np.where(valid, np.asarray(inputs.rewards, dtype=np.float64), 0.0)
         streams = inputs.extras.get(REWARD_STREAMS)
+        inverse, n_groups, _ = group_index(inputs.group_ids)
         if streams is None:
+            if self.scales_reward_streams:
+                raise EstimatorError(
+                    "group_step_baseline: stream_scale='each' scales each reward function's advantage on its own and "
+                    "needs one discount per reward function (GRPO's reward_gammas); got a single reward"
+                )
             returns_to_go = reward_to_go(rewards, inputs.gamma, valid)
         else:
             if not self.accepts_reward_streams:
@@ -611,8 +641,16 @@ class GroupStepBaseline(AdvantageEstimator):
                     raise EstimatorError(
                         f"group_step_baseline: a reward stream has shape {np.shape(stream)}, the rewards {rewards.shape}"
                     )
-                returns_to_go += reward_to_go(np.where(valid, stream, 0.0), gamma, valid)
-        inverse, n_groups, _ = group_index(inputs.group_ids)
+                stream_to_go = reward_to_go(np.where(valid, stream, 0.0), gamma, valid)
+                if self.scales_reward_streams:
+                    # the advantage is linear in the returns-to-go: scaling these scales the stream's advantage
+                    own = stream_to_go - _others_mean(stream_to_go, valid, inverse, n_groups)
+                    spread = float(own[valid].std()) if valid.any() else 0.0
+                    size = float(np.abs(stream_to_go[valid]).max(initial=0.0)) if valid.any() else 0.0
+                    if spread <= 1e-12 * max(1.0, size):  # every advantage of this stream is zero (up to rounding)
+                        continue
+                    stream_to_go = stream_to_go / spread
+                returns_to_go += stream_to_go
         horizon = rewards.shape[0]
         # Per (t, group): the highest and lowest G_t over members alive at t.
         highest = np.full((horizon, n_groups), -np.inf)
@@ -672,7 +710,8 @@ class GroupAuto(AdvantageEstimator):
     ``reward_gammas`` (one discount per reward function) the batch always goes to ``group_step_baseline``.
 
     :param outcome_kwargs: options of the ``group_zscore`` half (``scale``, ``eps``).
-    :param step_kwargs: options of the ``group_step_baseline`` half (``scale``, ``lam``, ``eps``, ``floor``).
+    :param step_kwargs: options of the ``group_step_baseline`` half (``scale``, ``lam``, ``eps``, ``floor``,
+        ``reward_history``, ``state_baseline``, ``stream_scale``).
     """
 
     requires = frozenset({"step_rewards", "outcome_rewards", "group_ids"})
@@ -689,6 +728,11 @@ class GroupAuto(AdvantageEstimator):
     def accepts_reward_streams(self) -> bool:
         """One discount per reward function: as ``group_step_baseline``, which then computes every batch."""
         return self._step.accepts_reward_streams
+
+    @property
+    def scales_reward_streams(self) -> bool:
+        """As ``group_step_baseline``'s (``step_kwargs``' ``stream_scale``)."""
+        return self._step.scales_reward_streams
 
     @staticmethod
     def outcome_only(inputs: AdvantageInputs) -> bool:

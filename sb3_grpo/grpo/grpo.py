@@ -429,6 +429,19 @@ class GRPO(GroupSamplingAlgorithm):
                 f"{self.advantage_estimator!r} with {self.advantage_kwargs}. Or drop reward_gammas to discount every "
                 "reward with gamma."
             )
+        if getattr(self._estimator, "scales_reward_streams", False):
+            if self.reward_gammas is None:
+                raise ValueError(
+                    f"advantage_kwargs {self.advantage_kwargs} scale each reward function's advantage on its own "
+                    "(stream_scale='each'), which needs one discount per reward function: give reward_gammas (with "
+                    f"reward_functions {self.reward_functions}), or drop stream_scale."
+                )
+            if self.kl_in_reward:
+                raise ValueError(
+                    "stream_scale='each' would scale the KL penalty in the rewards (kl_in_reward=True) as a reward "
+                    "function of its own, so that beta no longer sets its size: keep the penalty in the loss "
+                    "(kl_in_reward=False), or drop stream_scale."
+                )
 
     def _policy_loss_argument(self) -> Any:
         """The policy loss the arguments select: ``policy_loss``, or ``"gspo"`` for the deprecated
