@@ -287,3 +287,9 @@ def test_save_load(tmp_path):
     np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
     loaded.learn(128, reset_num_timesteps=False)
     assert loaded.num_timesteps == 384 + 128
+    # arguments given to load reach the estimator: a new decay goes on from the saved average, another baseline
+    # replaces it
+    slower = REINFORCE.load(tmp_path / "reinforce.zip", env=env, device="cpu", baseline_decay=0.5)
+    assert (slower._estimator.decay, slower.baseline_value) == (0.5, model.baseline_value)
+    plain = REINFORCE.load(tmp_path / "reinforce.zip", env=env, device="cpu", baseline="none")
+    assert plain._estimator.baseline == "none" and plain.baseline_value is None

@@ -190,8 +190,10 @@ class REINFORCE(AlgorithmMixin, OnPolicyAlgorithm):
 
     def _setup_estimator(self) -> None:
         """The built-in baselines, or a registered estimator checked against :data:`EPISODE_PROVIDES` (a loaded model
-        keeps its own, with the moving average it had reached)."""
+        keeps its own, with the moving average it had reached, and the ``baseline_decay`` it is given)."""
         if getattr(self, "_estimator", None) is not None:
+            if isinstance(self._estimator, RewardToGoBaseline):
+                self._estimator.decay = self.baseline_decay  # load(path, baseline_decay=...) goes on from the average
             return
         if isinstance(self.baseline, str) and self.baseline in BASELINES:
             self._estimator = RewardToGoBaseline(self.baseline, self.baseline_decay)
