@@ -132,6 +132,9 @@ def test_stream_scale_each_in_grpo(tmp_path):
     each = dict(advantage_estimator="group_step_baseline", advantage_kwargs=dict(stream_scale="each"))
     with pytest.raises(ValueError, match="needs one discount per reward function: give reward_gammas"):
         GRPO("MlpPolicy", env, reward_functions=["without_healthy_reward"], **each, **kwargs)
+    with pytest.raises(ValueError, match=r"reward_weights \[2.0, 1.0\] would change nothing but their signs"):
+        GRPO("MlpPolicy", env, reward_weights=[2.0, 1.0], **streams, **each, **kwargs)
+    GRPO("MlpPolicy", env, reward_weights=[1.0, -1.0], **streams, **each, **kwargs)  # signs are kept
     with pytest.raises(ValueError, match=r"keep the penalty in the loss \(kl_in_reward=False\)"):
         GRPO("MlpPolicy", env, beta=0.01, kl_in_reward=True, **streams, **each, **kwargs)
     plain = GRPO("MlpPolicy", env, advantage_estimator="group_step_baseline", **streams, **kwargs)

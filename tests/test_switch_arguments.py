@@ -126,3 +126,22 @@ def test_arguments_the_model_refuses_are_refused_before_training():
     assert model.num_timesteps == 0
     assert all(th.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
     assert model.gamma == 0.99  # the trial did not touch the model
+
+
+def test_a_switch_of_the_estimator_arguments_takes_effect_and_is_checked_before_training():
+    """advantage_kwargs switched partway build the estimator again (the saved one was built from the old ones), and
+    an estimator or reward arguments that do not fit are refused before any training."""
+    model = make_model(GRPO)
+    model.learn(
+        600, callback=SwitchArguments(300, {"advantage_estimator": "group_step_baseline", "advantage_kwargs": {"lam": 0.9}})
+    )
+    assert type(model._estimator).__name__ == "GroupStepBaseline" and model._estimator.lam == 0.9
+    fresh = make_model(GRPO)
+    with pytest.raises(ValueError, match=r"lam must be in \[0, 1\], got 2.*given to SwitchArguments\(at=200\)"):
+        fresh.learn(
+            500, callback=SwitchArguments(200, {"advantage_estimator": "group_step_baseline", "advantage_kwargs": {"lam": 2}})
+        )
+    each = {"advantage_estimator": "group_step_baseline", "advantage_kwargs": {"stream_scale": "each"}}
+    with pytest.raises(ValueError, match=r"give reward_gammas.*given to SwitchArguments\(at=200\)"):
+        fresh.learn(500, callback=SwitchArguments(200, each))
+    assert fresh.num_timesteps == 0 and fresh._estimator is not None

@@ -386,6 +386,10 @@ class AlgorithmMixin:
                 self.estimator_arguments,
             )
 
+    def _check_estimator(self) -> None:
+        """Refuse an estimator that the model's other arguments do not fit (after :meth:`_setup_estimator`; GRPO's
+        reward streams). Nothing to check here."""
+
     def _setup_model(self) -> None:
         """SB3's set-up, with the estimator resolved first and handed to the rollout buffer SB3 builds.
 

@@ -73,9 +73,10 @@ class SwitchArguments(BaseCallback):
         self.switched: bool = False
 
     def check(self, model: Any) -> None:
-        """Refuse, before any training, arguments that ``model``'s class does not take, other ``policy_kwargs``, and
-        values its constructor's checks refuse (the checks run on a shallow copy of the model with the arguments
-        set)."""
+        """Refuse, before any training, arguments that ``model``'s class does not take, other ``policy_kwargs``,
+        values its constructor's checks refuse, and an advantage estimator the arguments do not fit (the checks run on
+        a shallow copy of the model with the arguments set; a new estimator is built there as ``load`` will build
+        it)."""
         accepted = set(inspect.signature(type(model).__init__).parameters) - _NOT_ARGUMENTS
         unknown = sorted(set(self.arguments) - accepted)
         if unknown:
@@ -91,7 +92,15 @@ class SwitchArguments(BaseCallback):
             )
         trial = copy.copy(model)
         trial.__dict__.update(self.arguments)
-        trial._check_arguments_again(f"given to SwitchArguments(at={self.at})")
+        where = f"given to SwitchArguments(at={self.at})"
+        trial._check_arguments_again(where)
+        try:
+            if any(name in self.arguments for name in getattr(model, "estimator_arguments", ())):
+                trial._estimator = None  # load builds it again from the arguments: build it now, as load will
+                trial._setup_estimator()
+            trial._check_estimator()
+        except ValueError as exc:
+            raise type(exc)(f"{exc} (an argument {where})") from None
 
     def _on_step(self) -> bool:
         if not self.switched and self.num_timesteps >= self.at:

@@ -490,10 +490,10 @@ class GroupStepBaseline(AdvantageEstimator):
     deviation over the batch before they are summed (and the sum scaled as above), so that each reward function has
     the same say in the update whatever its size. Summed as they are (``"joint"``, the default), the stream whose
     advantages vary most decides the update's direction: a survival bonus discounted over a thousand steps varies
-    by hundreds where some members fall, a speed reward discounted over thirty by tens, and the update then teaches
-    not falling (standing still) and nothing about speed. This is the per-reward normalisation of multi-reward
-    GRPO (GDPO, Liu et al. 2026) over a batch's steps. A stream whose advantages are all zero (every member alive
-    to the end of the window) adds nothing. Needs ``reward_gammas``.
+    by hundreds where some members fall, a speed reward discounted over thirty by tens. This is the per-reward
+    normalisation of multi-reward GRPO (GDPO, arXiv 2601.05242) over a batch's steps. A stream whose advantages are
+    all zero (every member alive to the end of the window) adds nothing; a weight (GRPO's ``reward_weights``) keeps
+    only its sign. Needs ``reward_gammas``. What it did on Walker2d-v5 and Hopper-v5 is in the long-episodes guide.
 
     ``reward_history=True`` subtracts, in addition, what each member's own rewards before step t predict of its
     advantage. By step t the members of a group are in different states, and ``G_t^i - b_t^i`` carries the difference

@@ -422,6 +422,12 @@ class GRPO(GroupSamplingAlgorithm):
             self.clip_range_high = FloatSchedule(self.clip_range_high)  # type: ignore[assignment]
         self._setup_estimator()
         self._setup_policy_loss()
+        self._check_estimator()
+
+    def _check_estimator(self) -> None:
+        """Refuse an estimator that the reward arguments do not fit: ``reward_gammas`` with one that cannot take
+        one stream per reward function, ``stream_scale="each"`` without them or with a stream that is no reward
+        function's."""
         if self.reward_gammas is not None and not getattr(self._estimator, "accepts_reward_streams", False):
             raise ValueError(
                 f"reward_gammas (one discount per reward function) needs an advantage estimator that discounts each "
@@ -435,6 +441,12 @@ class GRPO(GroupSamplingAlgorithm):
                     f"advantage_kwargs {self.advantage_kwargs} scale each reward function's advantage on its own "
                     "(stream_scale='each'), which needs one discount per reward function: give reward_gammas (with "
                     f"reward_functions {self.reward_functions}), or drop stream_scale."
+                )
+            if self.reward_weights is not None and any(abs(w) != 1.0 for w in self.reward_weights):
+                raise ValueError(
+                    f"stream_scale='each' divides each reward function's advantage by its own size, so reward_weights "
+                    f"{self.reward_weights} would change nothing but their signs: drop reward_weights (or give them as "
+                    "1 or -1), or drop stream_scale to weigh the reward functions."
                 )
             if self.kl_in_reward:
                 raise ValueError(
