@@ -100,7 +100,12 @@ class SwitchArguments(BaseCallback):
                 trial._setup_estimator()
             trial._check_estimator()
         except ValueError as exc:
-            raise type(exc)(f"{exc} (an argument {where})") from None
+            message = f"{exc} (an argument {where})"
+            try:
+                error = type(exc)(message)
+            except TypeError:  # an error class that takes other arguments
+                error = ValueError(message)
+            raise error from None
 
     def _on_step(self) -> bool:
         if not self.switched and self.num_timesteps >= self.at:
