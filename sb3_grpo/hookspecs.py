@@ -59,7 +59,9 @@ def register_advantage_estimators(register: Callable[[str, Any], None]) -> None:
         ``"observations"`` (from GRPO). An algorithm that cannot provide one of them refuses the estimator when it
         is constructed. An instance whose ``accepts_reward_streams`` is true may be used with GRPO's
         ``reward_gammas``: it then finds each reward function's per-step rewards and discount in
-        ``inputs.extras["reward_streams"]`` (see :mod:`sb3_grpo.common.advantages`).
+        ``inputs.extras["reward_streams"]`` (see :mod:`sb3_grpo.common.advantages`). One whose
+        ``scales_reward_streams`` is true scales each stream on its own: GRPO then requires ``reward_gammas`` and
+        refuses a stream that is no reward function's (``kl_in_reward``) and weights other than 1 or -1.
 
     A wrong signature (``compute`` must take exactly one argument) or an unknown need is an error at
     registration time, naming your plugin.

@@ -327,16 +327,23 @@ def test_group_step_baseline_refuses_bad_lambda():
         get_advantage_estimator("group_step_baseline", floor=0.5)
 
 
-def test_group_step_baseline_reward_streams_by_hand():
-    # Two members, two reward streams. Stream 1 (gamma .5): a = [1, 1], b = [0, 2, 4]; stream 2 (gamma 1): a = [1, 1],
-    # b = [1, 1, 1]. Rewards-to-go: a = [1.5, 1] + [2, 1] = [3.5, 2]; b = [2, 4, 4] + [3, 2, 1] = [5, 6, 5].
-    # Leave-one-out: a - b = [-1.5, -4]; b - a = [1.5, 4], then alone (0).
+def two_stream_example():
+    """Two members, two reward streams. Stream 1 (gamma .5): a = [1, 1], b = [0, 2, 4]; stream 2 (gamma 1):
+    a = [1, 1], b = [1, 1, 1]. Returns ``(totals, inputs)``: each member's summed rewards, and the inputs with the
+    streams (the algorithm's gamma, 0.9, is not theirs)."""
     first = [np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])]
     second = [np.array([1.0, 1.0]), np.array([1.0, 1.0, 1.0])]
     totals = [f + g for f, g in zip(first, second, strict=True)]
     inputs = AdvantageInputs.from_trajectories(
         totals, gamma=0.9, group_ids=np.array([7, 7]), reward_streams=[(first, 0.5), (second, 1.0)]
     )
+    return totals, inputs
+
+
+def test_group_step_baseline_reward_streams_by_hand():
+    # Rewards-to-go of two_stream_example: a = [1.5, 1] + [2, 1] = [3.5, 2]; b = [2, 4, 4] + [3, 2, 1] = [5, 6, 5].
+    # Leave-one-out: a - b = [-1.5, -4]; b - a = [1.5, 4], then alone (0).
+    totals, inputs = two_stream_example()
     out = adv("group_step_baseline", inputs, scale="none")
     np.testing.assert_allclose(out.advantages[:, 0], [-1.5, -4.0, 0.0])
     np.testing.assert_allclose(out.advantages[:, 1], [1.5, 4.0, 0.0])
@@ -376,15 +383,10 @@ def test_group_step_baseline_reward_streams_need_lam_one_and_matching_shapes():
 
 
 def test_group_step_baseline_stream_scale_each_by_hand():
-    # The example above, each stream's leave-one-out advantages first: stream 1 (gamma .5) a = [-.5, -3],
+    # two_stream_example, each stream's leave-one-out advantages first: stream 1 (gamma .5) a = [-.5, -3],
     # b = [.5, 3, 0] (std over the 5 steps sqrt(18.5 / 5)); stream 2 (gamma 1) a = [-1, -1], b = [1, 1, 0]
     # (std sqrt(4 / 5)). With stream_scale="each" each is divided by its own std, then they are summed.
-    first = [np.array([1.0, 1.0]), np.array([0.0, 2.0, 4.0])]
-    second = [np.array([1.0, 1.0]), np.array([1.0, 1.0, 1.0])]
-    totals = [f + g for f, g in zip(first, second, strict=True)]
-    inputs = AdvantageInputs.from_trajectories(
-        totals, gamma=0.9, group_ids=np.array([7, 7]), reward_streams=[(first, 0.5), (second, 1.0)]
-    )
+    _, inputs = two_stream_example()
     one, two = np.sqrt(18.5 / 5), np.sqrt(4 / 5)
     out = adv("group_step_baseline", inputs, scale="none", stream_scale="each")
     np.testing.assert_allclose(out.advantages[:, 0], [-0.5 / one - 1 / two, -3 / one - 1 / two, 0.0])

@@ -44,6 +44,16 @@ class ArgumentTypeError(TypeError, ValueError):
     errors), so that code catching either sees it."""
 
 
+def located(error: ValueError, where: str) -> ValueError:
+    """``error`` again, of its own class where that class takes a message alone, its message saying how the argument
+    reached the model (``where``, e.g. ``"given to load()"``)."""
+    message = f"{error} (an argument {where})"
+    try:
+        return type(error)(message)
+    except TypeError:  # an error class that takes other arguments
+        return ValueError(message)
+
+
 def _is_list(value: Any) -> bool:
     """A list, tuple, array or other iterable of values; not a string or a dict."""
     return isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping))

@@ -35,12 +35,13 @@ from sb3_grpo.common.arguments import (
     check_finite_observation,
     check_policy_kwargs,
     describe_schedule,
+    located,
 )
 from sb3_grpo.common.buffers import DictEstimatorRolloutBuffer, EstimatorBufferMixin, EstimatorRolloutBuffer
 from sb3_grpo.common.callbacks import SwitchArguments, switches_in
 from sb3_grpo.common.rollout_checks import with_finite_check
 from sb3_grpo.common.save_util import atomic_save, load_checked, raise_if_workers_died
-from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, read_saved_data, saved_by_record
+from sb3_grpo.common.saved_models import SAVED_BY_KEY, algorithm_family, saved_by_record
 from sb3_grpo.common.schedules import KLAdaptiveLR
 from sb3_grpo.common.worker_faults import install_fault_reports
 from sb3_grpo.plugins import get_advantage_estimator, registered_advantage_estimators
@@ -223,12 +224,7 @@ class AlgorithmMixin:
             try:
                 self._check_arguments()
             except ValueError as exc:
-                message = f"{exc} (an argument {where})"
-                try:
-                    error = type(exc)(message)
-                except TypeError:
-                    error = ValueError(message)
-                raise error from None
+                raise located(exc, where) from None
             except TypeError as exc:
                 raise ArgumentTypeError(
                     f"{self._algorithm_name}: an argument {where} has the wrong type ({exc}). Pass numbers as numbers "
@@ -618,7 +614,8 @@ class AlgorithmMixin:
         force_reset: bool = True,
         **kwargs: Any,
     ) -> Any:
-        def sb3_load(custom: dict[str, Any] | None) -> Any:
+        def sb3_load(custom: dict[str, Any] | None, data: dict[str, Any] | None) -> Any:
+            rebuild = {"_estimator": None} if cls._estimator_arguments_change(data, kwargs) else {}
             return super(AlgorithmMixin, cls).load(  # type: ignore[misc]
                 path,
                 env=env,
@@ -627,20 +624,18 @@ class AlgorithmMixin:
                 print_system_info=print_system_info,
                 force_reset=force_reset,
                 **kwargs,
+                **rebuild,  # built again from the arguments given (its saved state belongs to the old one)
             )
 
-        if cls._estimator_arguments_change(path, kwargs):
-            kwargs["_estimator"] = None  # built again from the arguments given (its saved state belongs to the old one)
         with _loading():
             return load_checked(cls, path, custom_objects, sb3_load)
 
     @classmethod
-    def _estimator_arguments_change(cls, path: Any, kwargs: dict[str, Any]) -> bool:
+    def _estimator_arguments_change(cls, data: dict[str, Any] | None, kwargs: dict[str, Any]) -> bool:
         """Whether ``load``'s keyword arguments give an estimator argument (``advantage_estimator``,
-        ``advantage_kwargs``, REINFORCE's ``baseline``...) other than the file's: the saved estimator object was
-        built from the saved arguments and would otherwise be kept, the new ones ignored."""
+        ``advantage_kwargs``, REINFORCE's ``baseline``...) other than the file's (``data``, its saved arguments): the
+        saved estimator object was built from the saved arguments and would otherwise be kept, the new ones ignored."""
         given = [name for name in cls.estimator_arguments if name in kwargs]
         if not given or "_estimator" in kwargs:
             return False
-        data = read_saved_data(path)
         return data is None or any(kwargs[name] != data.get(name) for name in given)

@@ -16,6 +16,8 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.type_aliases import MaybeCallback
 
+from sb3_grpo.common.arguments import located
+
 __all__ = ["SwitchArguments", "switches_in"]
 
 #: ``load``'s own parameters: not arguments of the model, so not something to switch to.
@@ -100,12 +102,7 @@ class SwitchArguments(BaseCallback):
                 trial._setup_estimator()
             trial._check_estimator()
         except ValueError as exc:
-            message = f"{exc} (an argument {where})"
-            try:
-                error = type(exc)(message)
-            except TypeError:  # an error class that takes other arguments
-                error = ValueError(message)
-            raise error from None
+            raise located(exc, where) from None
 
     def _on_step(self) -> bool:
         if not self.switched and self.num_timesteps >= self.at:

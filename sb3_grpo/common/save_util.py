@@ -116,17 +116,21 @@ def atomic_save(save: Callable[[Any], None], path: str | pathlib.Path | io.Buffe
 
 
 def load_checked(
-    cls: type, path: Any, custom_objects: dict[str, Any] | None, sb3_load: Callable[[dict[str, Any] | None], Any]
+    cls: type,
+    path: Any,
+    custom_objects: dict[str, Any] | None,
+    sb3_load: Callable[[dict[str, Any] | None, dict[str, Any] | None], Any],
 ) -> Any:
-    """SB3's ``load`` (``sb3_load(custom_objects)``), after refusing a file saved by another algorithm and unpickling
-    plugin objects with the guard of :func:`~sb3_grpo.common.saved_models.prepare_custom_objects`; a truncated or
-    foreign file becomes a ``ValueError`` that says what the file is not."""
+    """SB3's ``load`` (``sb3_load(custom_objects, data)``, ``data`` the archive's saved arguments as raw JSON or
+    ``None``), after refusing a file saved by another algorithm and unpickling plugin objects with the guard of
+    :func:`~sb3_grpo.common.saved_models.prepare_custom_objects`; a truncated or foreign file becomes a ``ValueError``
+    that says what the file is not."""
     data = read_saved_data(path)
     if data is not None:
         check_saved_class(cls, data, path)
         custom_objects = prepare_custom_objects(cls, data, path, custom_objects)
     try:
-        model = sb3_load(custom_objects)
+        model = sb3_load(custom_objects, data)
     except ValueError as exc:
         if "zip" not in str(exc):
             raise  # e.g. spaces that do not match: SB3's own message is clear

@@ -351,6 +351,11 @@ def _others_mean(values: np.ndarray, valid: np.ndarray, inverse: np.ndarray, n_g
     return np.where(others > 0, (sums[:, inverse] - np.where(alive_all, values, 0.0)) / np.maximum(others, 1.0), values)
 
 
+def _rounding(values: np.ndarray) -> float:
+    """The size below which a spread of ``values`` (a standard deviation) is rounding, not a difference."""
+    return 1e-12 * max(1.0, float(np.abs(values).max(initial=0.0)))
+
+
 def _history_features(
     streams: list[np.ndarray], valid: np.ndarray, used: np.ndarray, inverse: np.ndarray, n_groups: int
 ) -> list[np.ndarray]:
@@ -426,7 +431,7 @@ def _subtract_cross_fit(
     folds = np.broadcast_to((np.arange(n_columns) % STATE_FOLDS)[None, :], used.shape)[used]
     design = np.stack([feature[used] for feature in features], axis=1)
     scale = design.std(axis=0)
-    varies = scale > 1e-12 * max(1.0, float(np.abs(design).max(initial=0.0)))  # rounding is not a feature
+    varies = scale > _rounding(design)  # rounding is not a feature
     design = design[:, varies] / scale[varies]
     target = advantages[used]
     if design.shape[1] == 0:  # the states do not differ between members at any step: nothing to fit
@@ -644,10 +649,9 @@ class GroupStepBaseline(AdvantageEstimator):
                 stream_to_go = reward_to_go(np.where(valid, stream, 0.0), gamma, valid)
                 if self.scales_reward_streams:
                     # the advantage is linear in the returns-to-go: scaling these scales the stream's advantage
-                    own = stream_to_go - _others_mean(stream_to_go, valid, inverse, n_groups)
-                    spread = float(own[valid].std()) if valid.any() else 0.0
-                    size = float(np.abs(stream_to_go[valid]).max(initial=0.0)) if valid.any() else 0.0
-                    if spread <= 1e-12 * max(1.0, size):  # every advantage of this stream is zero (up to rounding)
+                    own = (stream_to_go - _others_mean(stream_to_go, valid, inverse, n_groups))[valid]
+                    spread = float(own.std()) if own.size else 0.0
+                    if spread <= _rounding(stream_to_go[valid]):  # every advantage of this stream is zero
                         continue
                     stream_to_go = stream_to_go / spread
                 returns_to_go += stream_to_go
