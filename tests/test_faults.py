@@ -93,6 +93,9 @@ def test_interrupted_save_keeps_the_previous_file_and_bad_files_fail_clearly(nam
     foreign.write_bytes(b"not a zip at all")
     with pytest.raises(ValueError, match=r"truncated or is not a model saved by model\.save"):
         cls.load(foreign)
+    # an intact file loaded with a bad argument: the error is about the argument, not the file
+    with pytest.raises(ValueError, match=r"with the arguments given: The learning rate schedule must be a float"):
+        cls.load(path, learning_rate="3e-4 then lower")
 
 
 _KILLED_SAVE = """
