@@ -486,14 +486,12 @@ def test_group_step_baseline_reward_history_removes_what_the_state_carries():
 
 
 def test_group_step_baseline_reward_history_refusals():
-    with pytest.raises(EstimatorError, match=r"reward_history=True needs lam=1, got lam=0\.9"):
-        get_advantage_estimator("group_step_baseline", reward_history=True, lam=0.9)
     with pytest.raises(EstimatorError, match=r"reward_history must be True or False, got 'yes'"):
         get_advantage_estimator("group_step_baseline", reward_history="yes")
 
 
-def state_batch(seed=0, n_groups=4, size=8, horizon=60, action_scale=1.0):
-    """gamma 0: r_t = 2 s_t + a_t, with the observed state s a random walk no action moves (zero at the start, which
+def state_batch(seed=0, n_groups=4, size=8, horizon=60, action_scale=1.0, gamma=0.0):
+    """r_t = 2 s_t + a_t (discounted by ``gamma``, default 0), with the observed state s a random walk no action moves (zero at the start, which
     the group shares) and a the action's own effect; also the action's effect relative to the group at each step."""
     rng = np.random.default_rng(seed)
     columns = n_groups * size
@@ -502,7 +500,7 @@ def state_batch(seed=0, n_groups=4, size=8, horizon=60, action_scale=1.0):
     state -= state[0]
     observations = [np.stack([state[:, c], rng.normal(size=horizon)], axis=1) for c in range(columns)]  # + a noise input
     inputs = AdvantageInputs.from_trajectories(
-        list((2.0 * state + actions).T), gamma=0.0, group_ids=np.repeat(np.arange(n_groups), size), observations=observations
+        list((2.0 * state + actions).T), gamma=gamma, group_ids=np.repeat(np.arange(n_groups), size), observations=observations
     )
     signal = actions - actions.reshape(horizon, n_groups, size).mean(-1).repeat(size, axis=1)
     return inputs, signal
@@ -569,9 +567,31 @@ def test_group_step_baseline_state_baseline_with_reward_history_is_one_fit():
     assert np.corrcoef(both, signal[1:].ravel())[0, 1] > 0.9
 
 
+@pytest.mark.parametrize("options", [{"state_baseline": True}, {"reward_history": True}])
+def test_group_step_baseline_lam_sums_the_deltas_of_the_fitted_value(options):
+    """With ``lam < 1`` and a fit, the value of member i at t is the others' mean return-to-go plus the fit,
+    ``V = b + F = G - A(lam=1)``, and the advantage the GAE-style sum of ``r_t + gamma V_{t+1} - V_t``, by hand."""
+    inputs, _ = state_batch(seed=2, gamma=0.9, horizon=20)
+    gamma, lam = 0.9, 0.7
+    rewards = np.where(inputs.valid, inputs.rewards, 0.0)
+    horizon = rewards.shape[0]
+    returns = np.zeros_like(rewards)
+    for t in reversed(range(horizon)):
+        returns[t] = rewards[t] + (gamma * returns[t + 1] if t + 1 < horizon else 0.0)
+    fitted = adv("group_step_baseline", inputs, scale="none", **options).advantages  # G - b - F
+    value = returns - fitted
+    expected = np.zeros_like(rewards)
+    for t in reversed(range(horizon)):
+        following = value[t + 1] if t + 1 < horizon else 0.0
+        delta = rewards[t] + gamma * following - value[t]
+        expected[t] = delta + (gamma * lam * expected[t + 1] if t + 1 < horizon else 0.0)
+    got = adv("group_step_baseline", inputs, scale="none", lam=lam, **options).advantages
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    # and it is not the plain per-step baseline's sum
+    assert not np.allclose(got, adv("group_step_baseline", inputs, scale="none", lam=lam).advantages, atol=1e-3)
+
+
 def test_group_step_baseline_state_baseline_refusals():
-    with pytest.raises(EstimatorError, match=r"state_baseline=True needs lam=1, got lam=0\.9"):
-        get_advantage_estimator("group_step_baseline", state_baseline=True, lam=0.9)
     with pytest.raises(EstimatorError, match=r"state_baseline must be True or False, got 1"):
         get_advantage_estimator("group_step_baseline", state_baseline=1)
     inputs, _ = state_batch()

@@ -484,7 +484,9 @@ class GroupStepBaseline(AdvantageEstimator):
     remaining return ``-b_t^i`` as one ``delta`` at its last step, spread back over those steps. Like GAE's
     lambda, this trades the full return's variance for the bias of a baseline that does not see the state: it blames
     a fall or credits a goal only on the steps right before it. Where all members of a group end at the same step,
-    it is the plain baseline discounted by ``gamma * lam``.
+    it is the plain baseline discounted by ``gamma * lam``. With ``reward_history`` or ``state_baseline`` (below) the
+    value is ``b_t^i`` plus what their fit predicts of ``G_t^i - b_t^i``: a value that sees the state, fitted on the
+    batch (cross-fitted for ``state_baseline``), in the same sum; ``lam = 1`` is then the fitted advantage below.
 
     One discount per reward function (GRPO's ``reward_gammas``): the rewards-to-go are the sum over the reward
     functions of each one's rewards-to-go under its own discount, ``G_t^i = sum_k sum_{s>=t} gamma_k^(s-t) r_{k,s}^i``,
@@ -509,7 +511,7 @@ class GroupStepBaseline(AdvantageEstimator):
     batch, and ``A_t^i - beta . x_t^i`` the advantage. The features are fixed before the action at t, so subtracting
     them leaves the policy gradient's expectation unchanged (up to fitting ``beta`` on the same batch, O(features /
     steps)) and removes the variance they explain: the fraction removed is ``history_explained`` (GRPO's
-    ``train/reward_history_explained``). Needs ``lam=1``.
+    ``train/reward_history_explained``).
 
     ``state_baseline=True`` subtracts what each member's state at t predicts of its advantage: the features are every
     number of the observation the policy saw (normalised where the env is) and its square, minus the same for the
@@ -523,7 +525,7 @@ class GroupStepBaseline(AdvantageEstimator):
     dependence on the other members' returns (a member's return is in the others' baselines, with weight
     ``1 / (n - 1)``). With ``reward_history`` too, both sets of features go into the one cross-fitted regression.
     The fraction of the advantages' sum of squares removed is ``state_explained`` (GRPO's
-    ``train/state_baseline_explained``). Needs ``lam=1`` and an algorithm that provides ``"observations"`` (GRPO).
+    ``train/state_baseline_explained``). Needs an algorithm that provides ``"observations"`` (GRPO).
 
     :param scale: ``"batch"`` (default), ``"floored"`` or ``"none"``.
     :param floor: with ``scale="floored"``, the floor as a fraction of the running standard deviation, in (0, 1]
@@ -563,12 +565,8 @@ class GroupStepBaseline(AdvantageEstimator):
             raise EstimatorError(f"group_step_baseline: lam must be in [0, 1], got {lam!r}")
         if not isinstance(reward_history, (bool, np.bool_)):
             raise EstimatorError(f"group_step_baseline: reward_history must be True or False, got {reward_history!r}")
-        if reward_history and lam != 1.0:
-            raise EstimatorError(f"group_step_baseline: reward_history=True needs lam=1, got lam={lam!r}")
         if not isinstance(state_baseline, (bool, np.bool_)):
             raise EstimatorError(f"group_step_baseline: state_baseline must be True or False, got {state_baseline!r}")
-        if state_baseline and lam != 1.0:
-            raise EstimatorError(f"group_step_baseline: state_baseline=True needs lam=1, got lam={lam!r}")
         if stream_scale not in ("joint", "each"):
             raise EstimatorError(f"group_step_baseline: stream_scale must be 'joint' or 'each', got {stream_scale!r}")
         if stream_scale == "each" and lam != 1.0:
@@ -666,25 +664,29 @@ class GroupStepBaseline(AdvantageEstimator):
         baseline = _others_mean(returns_to_go, valid, inverse, n_groups)
         # Where every member alive at t has the same return-to-go the advantage is exactly zero (no rounding noise).
         flat = (highest == lowest)[:, inverse]
-        if self.lam == 1.0:
-            advantages = np.where(valid & ~flat, returns_to_go - baseline, 0.0)
-            used = valid & ~flat
-            features = []
-            if self.reward_history:
-                histories = [rewards] if streams is None else [stream for stream, _ in streams]
-                features += _history_features(histories, valid, used, inverse, n_groups)
-            if self.state_baseline:
-                if inputs.observations is None:
-                    raise EstimatorError("group_step_baseline: state_baseline=True needs the inputs' observations")
-                features += _state_features(np.asarray(inputs.observations, dtype=np.float64), valid, used, inverse, n_groups)
-                advantages, self._state_explained = _subtract_cross_fit(advantages, features, used)
-            elif self.reward_history:
-                advantages, self._history_explained = _subtract_history_fit(advantages, features, used)
+        used = valid & ~flat
+        advantages = np.where(used, returns_to_go - baseline, 0.0)
+        features = []
+        if self.reward_history:
+            histories = [rewards] if streams is None else [stream for stream, _ in streams]
+            features += _history_features(histories, valid, used, inverse, n_groups)
+        if self.state_baseline:
+            if inputs.observations is None:
+                raise EstimatorError("group_step_baseline: state_baseline=True needs the inputs' observations")
+            features += _state_features(np.asarray(inputs.observations, dtype=np.float64), valid, used, inverse, n_groups)
+            remainder, self._state_explained = _subtract_cross_fit(advantages, features, used)
+        elif self.reward_history:
+            remainder, self._history_explained = _subtract_history_fit(advantages, features, used)
         else:
-            baseline = np.where(valid, baseline, 0.0)
-            following = np.zeros_like(baseline)
-            following[:-1] = baseline[1:]  # zero past the last row and on padding (the member has ended)
-            deltas = np.where(valid & ~flat, rewards + inputs.gamma * following - baseline, 0.0)
+            remainder = advantages
+        if self.lam == 1.0:
+            advantages = remainder
+        else:
+            # the value of member i at t: the others' mean return-to-go plus what the fits predict of the difference
+            value = np.where(valid, baseline + (advantages - remainder), 0.0)
+            following = np.zeros_like(value)
+            following[:-1] = value[1:]  # zero past the last row and on padding (the member has ended)
+            deltas = np.where(used, rewards + inputs.gamma * following - value, 0.0)
             advantages = np.where(~flat, reward_to_go(deltas, inputs.gamma * self.lam, valid), 0.0)
         if self.scale != "none" and valid.any():
             scale = advantages[valid].std()
