@@ -491,8 +491,9 @@ def test_group_step_baseline_reward_history_refusals():
 
 
 def state_batch(seed=0, n_groups=4, size=8, horizon=60, action_scale=1.0, gamma=0.0):
-    """r_t = 2 s_t + a_t (discounted by ``gamma``, default 0), with the observed state s a random walk no action moves (zero at the start, which
-    the group shares) and a the action's own effect; also the action's effect relative to the group at each step."""
+    """r_t = 2 s_t + a_t (discounted by ``gamma``, default 0), with the observed state s a random walk no action moves
+    (zero at the start, which the group shares) and a the action's own effect; also the action's effect relative to
+    the group at each step."""
     rng = np.random.default_rng(seed)
     columns = n_groups * size
     actions = rng.normal(scale=action_scale, size=(horizon, columns))
