@@ -140,8 +140,8 @@ def load_checked(
         ) from exc
     except AssertionError as exc:
         if data is not None and "found in the saved file" not in str(exc):
-            # the archive was read: what SB3 asserted is about the arguments given to load (a learning rate that is
-            # not a float or a callable, an env whose spaces differ), not about the file
+            # the archive was read: what SB3 asserted is about the arguments given to load (such as a learning rate
+            # that is not a float or a callable), not about the file
             raise ValueError(f"Cannot load {path!s} as a {cls.__name__} model with the arguments given: {exc}") from exc
         raise ValueError(
             f"Cannot load {path!s} as a {cls.__name__} model: the file is truncated or is not a model saved by "
