@@ -60,6 +60,12 @@ LOAD_CASES = [
     ("online_dpo", "custom_objects", dict(ref_mixup_alpha=0.0), r"ref_mixup_alpha must be a number in \(0, 1\]"),
     ("exact_trpo", "kwargs", dict(target_kl=0.0), r"target_kl .* must be > 0, got 0.0"),
     ("reinforce", "custom_objects", dict(baseline_decay=1.0), r"baseline_decay must be in \[0, 1\), got 1.0"),
+    *[
+        (name, "kwargs", dict(learning_rate=-1e-3), r"learning_rate must be a finite number >= 0, got -0.001 \(a negative")
+        for name in ALGORITHMS
+    ],
+    ("grpo", "kwargs", dict(clip_range="0.2"), r"clip_range must be a number or a schedule .* got '0.2' \(a str\)"),
+    ("grpo", "custom_objects", dict(kl_horizon="1e4"), r"kl_horizon must be a (real )?number"),
 ]
 
 
@@ -73,6 +79,25 @@ def test_an_argument_given_to_load_meets_the_constructors_checks_and_the_file_is
         cls.load(path, env=tiny_env(), device="cpu", **given)
     assert _digest(path) == before  # nothing the user saved is touched
     cls.load(path, env=tiny_env(), device="cpu").learn(32)  # and the file still loads and trains
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_a_misspelt_argument_given_to_load_is_refused_and_the_file_is_kept(saved, name):
+    """SB3's ``load`` sets any keyword as an attribute: ``learnig_rate`` would be set where nothing reads it and the
+    model would train with the saved learning rate. An argument the algorithm does not take is refused, with the
+    nearest one it does; arguments it takes load as before."""
+    cls = CLASSES[name]
+    path = saved(name)
+    before = _digest(path)
+    misspelt = r"load\(\) got the keyword argument 'learnig_rate', which .* does not take .* Did you mean 'learning_rate'\?"
+    with pytest.raises(ValueError, match=misspelt):
+        cls.load(path, env=tiny_env(), device="cpu", learnig_rate=1e-4)
+    with pytest.raises(ValueError, match=r"the keyword argument 'clip_rnage'"):
+        cls.load(path, env=tiny_env(), device="cpu", custom_objects=None, clip_rnage=0.1)
+    assert _digest(path) == before
+    model = cls.load(path, env=tiny_env(), device="cpu", learning_rate=1e-4)
+    assert model.learning_rate == 1e-4
+    model.learn(32)
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

@@ -108,12 +108,20 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
         elif kind in ("numbers", "functions") and _is_list(value):
             bad = [v for v in value if not _fits(v, "float" if kind == "numbers" else "function")]
             hint = f" These entries are not: {bad!r}." if bad else ""
-        elif isinstance(value, str) and kind not in ("estimator", "functions", "policy_loss"):
+        elif isinstance(value, str) and kind not in ("estimator", "functions", "policy_loss") and _is_number(value):
             hint = (
                 f" A number in quotes is a string: write {name}={value.strip()} (in a zoo YAML file or after -params, "
                 "without quotes)."
             )
         raise ArgumentTypeError(f"{algorithm}: {name} must be {expected}, got {value!r} (a {type(value).__name__}).{hint}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def describe_schedule(schedule: Any) -> str:

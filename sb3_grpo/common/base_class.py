@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
+import inspect
 import io
 import math
 import numbers
@@ -300,6 +302,15 @@ class AlgorithmMixin:
                 "observation space must be a Box, Discrete, MultiDiscrete, MultiBinary or Dict). Use a Dict observation "
                 "space, or flatten the observation with gymnasium.wrappers.FlattenObservation."
             )
+        learning_rate = getattr(self, "learning_rate", 0.0)
+        if not (isinstance(learning_rate, numbers.Real) or callable(learning_rate)):
+            raise ArgumentTypeError(
+                f"{self._algorithm_name}: learning_rate must be a number or a schedule (a callable of the remaining "
+                f"progress, 1 to 0), got {learning_rate!r} (a {type(learning_rate).__name__})"
+            )
+        if isinstance(learning_rate, numbers.Real) and not (math.isfinite(float(learning_rate)) and float(learning_rate) >= 0):
+            ascent = " (a negative learning rate turns every gradient step into ascent)" if float(learning_rate) < 0 else ""
+            self._fail(f"learning_rate must be a finite number >= 0, got {learning_rate!r}{ascent}")
         if not 0 <= self.gamma <= 1:
             self._fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
         if not 0 <= self.gae_lambda <= 1:
@@ -615,6 +626,8 @@ class AlgorithmMixin:
         **kwargs: Any,
     ) -> Any:
         def sb3_load(custom: dict[str, Any] | None, data: dict[str, Any] | None) -> Any:
+            if data is not None:
+                cls._refuse_unknown_load_arguments(kwargs, data)
             rebuild = {"_estimator": None} if cls._estimator_arguments_change(data, kwargs) else {}
             return super(AlgorithmMixin, cls).load(  # type: ignore[misc]
                 path,
@@ -629,6 +642,23 @@ class AlgorithmMixin:
 
         with _loading():
             return load_checked(cls, path, custom_objects, sb3_load)
+
+    @classmethod
+    def _refuse_unknown_load_arguments(cls, kwargs: dict[str, Any], data: dict[str, Any]) -> None:
+        """SB3's ``load`` sets every keyword argument on the model as an attribute: one that is neither a constructor
+        argument nor an attribute saved in the file (``data``), such as a misspelt ``learnig_rate``, would be set
+        where nothing reads it and the model would train with the saved value. Refuse it."""
+        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "_init_setup_model"}
+        for name in kwargs:
+            if name in accepted or name in data:
+                continue
+            close = difflib.get_close_matches(name, sorted(accepted), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"{cls.__name__}.load() got the keyword argument {name!r}, which {cls.__name__} does not take and the "
+                f"file does not store: it would be set where nothing reads it.{hint} The arguments load() can change "
+                f"are the constructor's: {', '.join(sorted(accepted))}."
+            )
 
     @classmethod
     def _estimator_arguments_change(cls, data: dict[str, Any] | None, kwargs: dict[str, Any]) -> bool:

@@ -132,8 +132,8 @@ def load_checked(
     try:
         model = sb3_load(custom_objects, data)
     except ValueError as exc:
-        if "zip" not in str(exc):
-            raise  # e.g. spaces that do not match: SB3's own message is clear
+        if "wasn't a zip-file" not in str(exc):
+            raise  # e.g. spaces that do not match, an unknown argument: their own messages are clear
         raise ValueError(
             f"Cannot load {path!s} as a {cls.__name__} model: the file is truncated or is not a model saved by "
             f"model.save() ({exc})."

@@ -349,6 +349,20 @@ class GRPO(GroupSamplingAlgorithm):
     def _check_arguments(self) -> None:
         fail = self._fail
         self._check_group_arguments()
+        check_argument_types(  # the constructor checked these too; load(path, ...) and custom_objects set them anew
+            "GRPO",
+            dict(
+                clip_range=(self.clip_range, "schedule"),
+                clip_range_high=(self.clip_range_high, "schedule?"),
+                beta=(self.beta, "float"),
+                ref_update_interval=(self.ref_update_interval, "int?"),
+                ref_mixup_alpha=(self.ref_mixup_alpha, "float"),
+                kl_target=(self.kl_target, "float?"),
+                kl_horizon=(self.kl_horizon, "float"),
+                target_kl=(self.target_kl, "float?"),
+                advantage_kwargs=(self.advantage_kwargs, "dict?"),
+            ),
+        )
         if self.beta < 0 or not np.isfinite(self.beta):
             fail(f"beta must be a finite number >= 0 (0 disables the reference policy), got {self.beta!r}")
         for name in ("clip_range", "clip_range_high"):
