@@ -30,6 +30,7 @@ __all__ = [
     "check_snapshotter",
     "function_name",
     "is_estimator_instance",
+    "is_number",
     "is_policy_loss_instance",
 ]
 
@@ -191,7 +192,12 @@ class Interface:
             ) from None
         except ValueError:
             pass
-        built = factory(**options)
+        try:
+            built = factory(**options)
+        except TypeError as exc:  # an option of the wrong type, which the factory's own checks did not name
+            quoted = sorted(key for key, value in options.items() if isinstance(value, str) and is_number(value))
+            hint = f" {', '.join(quoted)}: a number in quotes is a string; pass it as a number." if quoted else ""
+            raise TypeError(f"{kind} {label!r} could not be built with {self.options} {options!r}: {exc}.{hint}") from exc
         if not self.is_instance(built):
             raise TypeError(f"{kind} {label!r} produced {built!r}, which {self.lacks}.")
         try:
@@ -199,6 +205,15 @@ class Interface:
         except TypeError as exc:
             raise TypeError(f"{kind} {label!r}: {exc}") from None
         return built
+
+
+def is_number(text: str) -> bool:
+    """Whether ``text`` reads as a number (a number written in quotes in a YAML file or after ``-params``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _a(word: str) -> str:

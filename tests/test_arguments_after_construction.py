@@ -64,6 +64,11 @@ LOAD_CASES = [
         (name, "kwargs", dict(learning_rate=-1e-3), r"learning_rate must be a finite number >= 0, got -0.001 \(a negative")
         for name in ALGORITHMS
     ],
+    *[
+        (name, "kwargs", dict(stats_window_size=0), r"stats_window_size must be an integer >= 1 .* got 0")
+        for name in ALGORITHMS
+    ],
+    *[(name, "kwargs", dict(seed="1"), r"seed must be an integer or None, got '1' \(a str\)") for name in ALGORITHMS],
     ("grpo", "kwargs", dict(clip_range="0.2"), r"clip_range must be a number or a schedule .* got '0.2' \(a str\)"),
     ("grpo", "custom_objects", dict(kl_horizon="1e4"), r"kl_horizon must be a (real )?number"),
 ]
@@ -98,6 +103,30 @@ def test_a_misspelt_argument_given_to_load_is_refused_and_the_file_is_kept(saved
     model = cls.load(path, env=tiny_env(), device="cpu", learning_rate=1e-4)
     assert model.learning_rate == 1e-4
     model.learn(32)
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_stats_window_size_given_to_load_sizes_the_episode_statistics(saved, name):
+    """SB3 keeps the window as ``_stats_window_size``: given to ``load`` under its constructor name it reaches the
+    window, and the saved episodes go on in windows of the new size (also when ``learn`` does not reset them)."""
+    model = make_model(name)
+    model.learn(32)
+    model.ep_info_buffer.extend({"r": float(i), "l": 5, "t": 0.0} for i in range(10))  # as a Monitor would report
+    path = saved(name)
+    model.save(path)
+    loaded = CLASSES[name].load(path, env=tiny_env(), device="cpu", stats_window_size=3)
+    assert loaded._stats_window_size == 3 and loaded.ep_info_buffer.maxlen == 3
+    assert list(loaded.ep_info_buffer) == list(model.ep_info_buffer)[-3:]
+    loaded.learn(32, reset_num_timesteps=False)
+    assert loaded.ep_info_buffer.maxlen == 3 and not hasattr(loaded, "stats_window_size")
+
+
+def test_an_estimator_option_of_the_wrong_type_names_the_estimator_and_the_quotes():
+    with pytest.raises(
+        TypeError,
+        match=r"'group_step_baseline' could not be built with advantage_kwargs \{'lam': '0.9'\}: .* lam: a number in quotes",
+    ):
+        make_model("grpo", advantage_estimator="group_step_baseline", advantage_kwargs={"lam": "0.9"})
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

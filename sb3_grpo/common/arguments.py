@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from sb3_grpo.plugin_checks import is_number
+
 __all__ = [
     "ArgumentTypeError",
     "check_argument_types",
@@ -108,20 +110,12 @@ def check_argument_types(algorithm: str, arguments: Mapping[str, tuple[Any, str]
         elif kind in ("numbers", "functions") and _is_list(value):
             bad = [v for v in value if not _fits(v, "float" if kind == "numbers" else "function")]
             hint = f" These entries are not: {bad!r}." if bad else ""
-        elif isinstance(value, str) and kind not in ("estimator", "functions", "policy_loss") and _is_number(value):
+        elif isinstance(value, str) and kind not in ("estimator", "functions", "policy_loss") and is_number(value):
             hint = (
                 f" A number in quotes is a string: write {name}={value.strip()} (in a zoo YAML file or after -params, "
                 "without quotes)."
             )
         raise ArgumentTypeError(f"{algorithm}: {name} must be {expected}, got {value!r} (a {type(value).__name__}).{hint}")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def describe_schedule(schedule: Any) -> str:

@@ -20,6 +20,7 @@ import math
 import numbers
 import pathlib
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
@@ -311,6 +312,17 @@ class AlgorithmMixin:
         if isinstance(learning_rate, numbers.Real) and not (math.isfinite(float(learning_rate)) and float(learning_rate) >= 0):
             ascent = " (a negative learning rate turns every gradient step into ascent)" if float(learning_rate) < 0 else ""
             self._fail(f"learning_rate must be a finite number >= 0, got {learning_rate!r}{ascent}")
+        seed = getattr(self, "seed", None)
+        if seed is not None and not isinstance(seed, numbers.Integral):
+            raise ArgumentTypeError(
+                f"{self._algorithm_name}: seed must be an integer or None, got {seed!r} (a {type(seed).__name__})"
+            )
+        window = getattr(self, "_stats_window_size", 100)
+        if not (isinstance(window, numbers.Integral) and int(window) >= 1):
+            self._fail(
+                f"stats_window_size must be an integer >= 1 (the episodes that rollout/ep_rew_mean and "
+                f"rollout/ep_len_mean average over), got {window!r}"
+            )
         if not 0 <= self.gamma <= 1:
             self._fail(f"gamma (the discount factor) must be in [0, 1], got {self.gamma!r}")
         if not 0 <= self.gae_lambda <= 1:
@@ -625,6 +637,10 @@ class AlgorithmMixin:
         force_reset: bool = True,
         **kwargs: Any,
     ) -> Any:
+        window_given = "stats_window_size" in kwargs
+        if window_given:  # SB3 keeps it as _stats_window_size: under its own name it would be set where nothing reads it
+            kwargs["_stats_window_size"] = kwargs.pop("stats_window_size")
+
         def sb3_load(custom: dict[str, Any] | None, data: dict[str, Any] | None) -> Any:
             if data is not None:
                 cls._refuse_unknown_load_arguments(kwargs, data)
@@ -641,7 +657,12 @@ class AlgorithmMixin:
             )
 
         with _loading():
-            return load_checked(cls, path, custom_objects, sb3_load)
+            model = load_checked(cls, path, custom_objects, sb3_load)
+        if window_given:  # the saved episode statistics go on in windows of the new size
+            for name in ("ep_info_buffer", "ep_success_buffer"):
+                if getattr(model, name, None) is not None:
+                    setattr(model, name, deque(getattr(model, name), maxlen=model._stats_window_size))
+        return model
 
     @classmethod
     def _refuse_unknown_load_arguments(cls, kwargs: dict[str, Any], data: dict[str, Any]) -> None:
