@@ -94,8 +94,15 @@ def test_interrupted_save_keeps_the_previous_file_and_bad_files_fail_clearly(nam
     with pytest.raises(ValueError, match=r"truncated or is not a model saved by model\.save"):
         cls.load(foreign)
     # an intact file loaded with a bad argument: the error is about the argument, not the file
-    with pytest.raises(ValueError, match=r"with the arguments given: The learning rate schedule must be a float"):
+    with pytest.raises(ValueError, match=r"learning_rate must be a number or a schedule .*given to load\(\)"):
         cls.load(path, learning_rate="3e-4 then lower")
+
+    def sb3_asserts(self):
+        raise AssertionError("an assertion of SB3's set-up")
+
+    monkeypatch.setattr(cls, "_setup_model", sb3_asserts)  # what our checks do not catch first: not the file either
+    with pytest.raises(ValueError, match=r"with the arguments given: an assertion of SB3's set-up"):
+        cls.load(path)
 
 
 _KILLED_SAVE = """
