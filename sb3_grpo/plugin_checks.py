@@ -195,6 +195,8 @@ class Interface:
         try:
             built = factory(**options)
         except TypeError as exc:  # an option of the wrong type, which the factory's own checks did not name
+            if type(exc) is not TypeError:
+                raise  # an error of the plugin's own kind says what it means
             quoted = sorted(key for key, value in options.items() if isinstance(value, str) and is_number(value))
             hint = f" {', '.join(quoted)}: a number in quotes is a string; pass it as a number." if quoted else ""
             raise TypeError(f"{kind} {label!r} could not be built with {self.options} {options!r}: {exc}.{hint}") from exc
