@@ -129,6 +129,16 @@ def test_forward_and_cost_reward_by_hand():
     np.testing.assert_allclose(steps[0], [2.75 + 1.0, 0.25 - 0.25, 0.0 + 0.125])
 
 
+def test_moving_healthy_reward_by_hand():
+    """The survival bonus times the forward reward clipped to [0, 1]: in full from 1 on, in part below, none standing
+    or going back; an env without a survival bonus is named."""
+    infos = [{"reward_forward": v, "reward_survive": 1.0} for v in (2.0, 0.4, 0.0, -0.5)]
+    t = traj([3.0, 1.4, 1.0, 0.5], infos=infos)
+    np.testing.assert_allclose(score_trajectory(get_reward_function("moving_healthy_reward"), t), [1.0, 0.4, 0.0, 0.0])
+    with pytest.raises(RewardFunctionError, match=r"no 'reward_survive' key"):
+        score_trajectory(get_reward_function("moving_healthy_reward"), traj([1.0], infos=[{"reward_forward": 1.0}]))
+
+
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "HalfCheetah-v5"])
 def test_forward_cost_and_healthy_reward_sum_to_the_mujoco_reward(env_id):
     rewards, infos = _mujoco_rollout(env_id)

@@ -13,6 +13,10 @@ Built-in reward functions, registered through the same hook as third-party ones.
 - ``without_healthy_reward``: the env reward minus ``healthy_reward`` (forward progress and control or contact
   costs). With ``healthy_reward`` next to it the two sum to the env reward and can be discounted apart (GRPO's
   ``reward_gammas``).
+- ``moving_healthy_reward``: ``healthy_reward`` times ``forward_reward`` clipped to [0, 1]: the survival bonus paid in
+  full only while the body moves forward at 1 or more (m/s with the envs' default forward weight), in part below
+  that, and not at all while it stands or moves back. Next to ``without_healthy_reward`` it trains a survival bonus
+  that standing still does not earn.
 - ``forward_reward``: the per-step forward-progress reward (``info["reward_forward"]``) of Gymnasium's MuJoCo
   locomotion envs (HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Swimmer).
 - ``cost_reward``: the env reward minus ``forward_reward`` and minus ``healthy_reward`` where the env pays one: the
@@ -110,6 +114,15 @@ def forward_reward(trajectory: Trajectory) -> np.ndarray:
     )
 
 
+def moving_healthy_reward(trajectory: Trajectory) -> np.ndarray:
+    """Per-step ``info["reward_survive"] * clip(info["reward_forward"], 0, 1)``: the survival bonus paid while moving
+    forward, in full from a forward reward of 1 (1 m/s with the default ``forward_reward_weight``), none while standing.
+
+    :raises RewardFunctionError: as :func:`healthy_reward` and :func:`forward_reward`.
+    """
+    return healthy_reward(trajectory) * np.clip(forward_reward(trajectory), 0.0, 1.0)
+
+
 def cost_reward(trajectory: Trajectory) -> np.ndarray:
     """Per-step env reward minus ``info["reward_forward"]`` and minus ``info["reward_survive"]`` where a step has
     one: what the env charges (control and contact costs), ``<= 0`` on Gymnasium's locomotion envs.
@@ -128,6 +141,7 @@ BUILTIN_REWARD_FUNCTIONS = {
     "healthy_reward": healthy_reward,
     "without_healthy_reward": without_healthy_reward,
     "forward_reward": forward_reward,
+    "moving_healthy_reward": moving_healthy_reward,
     "cost_reward": cost_reward,
 }
 
