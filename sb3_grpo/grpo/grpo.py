@@ -267,22 +267,9 @@ class GRPO(GroupSamplingAlgorithm):
         device: th.device | str = "auto",
         _init_setup_model: bool = True,
     ):
-        check_argument_types(
+        check_argument_types(  # copied with dict() below: checked first (the rest in _check_arguments)
             "GRPO",
-            dict(
-                clip_range=(clip_range, "schedule"),
-                clip_range_high=(clip_range_high, "schedule?"),
-                beta=(beta, "float"),
-                ref_update_interval=(ref_update_interval, "int?"),
-                ref_mixup_alpha=(ref_mixup_alpha, "float"),
-                kl_target=(kl_target, "float?"),
-                kl_horizon=(kl_horizon, "float"),
-                target_kl=(target_kl, "float?"),
-                advantage_kwargs=(advantage_kwargs, "dict?"),  # copied with dict() below: check it first
-                policy_loss=(policy_loss, "policy_loss"),
-                policy_loss_kwargs=(policy_loss_kwargs, "dict?"),
-                top_entropy_quantile=(top_entropy_quantile, "float?"),
-            ),
+            dict(advantage_kwargs=(advantage_kwargs, "dict?"), policy_loss_kwargs=(policy_loss_kwargs, "dict?")),
         )
         if importance_sampling_level == "trajectory":
             warnings.warn(
@@ -349,7 +336,7 @@ class GRPO(GroupSamplingAlgorithm):
     def _check_arguments(self) -> None:
         fail = self._fail
         self._check_group_arguments()
-        check_argument_types(  # the constructor checked these too; load(path, ...) and custom_objects set them anew
+        check_argument_types(  # at construction, and again for values from load(path, ...) or custom_objects
             "GRPO",
             dict(
                 clip_range=(self.clip_range, "schedule"),
