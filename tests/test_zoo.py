@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import pwd
 import re
@@ -217,6 +218,29 @@ def test_train_and_enjoy_heavy_entries_as_written(tmp_path, algo, key):
     env_id = DEFAULT_ENTRY_ENV if key == "default" else key
     _require_env(env_id)
     _train_and_enjoy(tmp_path, algo, env_id, "-n", 4000)
+
+
+@pytest.mark.parametrize("algo", OUR_ALGOS)
+def test_training_goes_on_from_a_trained_agent_with_changed_and_misspelt_arguments(tmp_path, algo):
+    """``train -i model.zip`` loads the model with the entry's arguments (rl-zoo passes them to ``load``): one
+    changed with ``-params`` reaches the model, a misspelt one is refused by name instead of being set unread."""
+    _require_algo(algo)
+    logs = tmp_path / "logs"
+    _zoo("train", "--algo", algo, "--env", "CartPole-v1", "-f", logs, "--seed", 0, "-n", 300, *COMMON)
+    (model,) = (logs / algo).glob("CartPole-v1_*/CartPole-v1.zip")
+    _zoo(
+        "train", "--algo", algo, "--env", "CartPole-v1", "-f", logs, "--seed", 1, "-n", 300, "-i", model,
+        "-params", "learning_rate:0.000123", *COMMON,
+    )  # fmt: skip
+    (continued,) = (logs / algo).glob("CartPole-v1_2/CartPole-v1.zip")
+    with zipfile.ZipFile(continued) as archive:
+        saved = json.loads(archive.read("data"))["learning_rate"]
+    assert (saved["val"] if isinstance(saved, dict) else saved) == 0.000123  # rl-zoo makes it a ConstantSchedule
+    with pytest.raises(ValueError, match=r"'learnig_rate', which .* does not take .* Did you mean 'learning_rate'\?"):
+        _zoo(
+            "train", "--algo", algo, "--env", "CartPole-v1", "-f", logs, "--seed", 2, "-n", 300, "-i", model,
+            "-params", "learnig_rate:0.000123", *COMMON,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("flag", ["-conf", "-c", "--conf-file"])
