@@ -8,6 +8,7 @@ each constructor and names the argument, the type it expects and the value it go
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,6 +23,7 @@ __all__ = [
     "check_argument_types",
     "check_finite_observation",
     "check_policy_kwargs",
+    "constructor_arguments",
     "describe_schedule",
 ]
 
@@ -54,6 +56,12 @@ def located(error: ValueError, where: str) -> ValueError:
         return type(error)(message)
     except TypeError:  # an error class that takes other arguments
         return ValueError(message)
+
+
+def constructor_arguments(cls: type) -> set[str]:
+    """The names of the arguments ``cls``'s constructor takes (without ``self`` and ``_init_setup_model``): what
+    ``load`` and :class:`~sb3_grpo.SwitchArguments` may set on a model of the class."""
+    return set(inspect.signature(cls.__init__).parameters) - {"self", "_init_setup_model"}  # type: ignore[misc]
 
 
 def _is_list(value: Any) -> bool:

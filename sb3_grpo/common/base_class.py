@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
-import inspect
 import io
 import math
 import numbers
@@ -37,6 +36,7 @@ from sb3_grpo.common.arguments import (
     check_argument_types,
     check_finite_observation,
     check_policy_kwargs,
+    constructor_arguments,
     describe_schedule,
     located,
 )
@@ -56,6 +56,8 @@ _Batch = TypeVar("_Batch")
 
 #: True while SB3's ``load`` builds a model (see :meth:`AlgorithmMixin._setup_lr_schedule`).
 _LOADING: contextvars.ContextVar[bool] = contextvars.ContextVar("sb3_grpo_loading", default=False)
+#: What a learning rate below 0 does, for the messages that refuse one.
+_ASCENT = " (a negative learning rate turns every gradient step into ascent)"
 
 
 def loading() -> bool:
@@ -263,7 +265,7 @@ class AlgorithmMixin:
         if math.isfinite(number) and (minimum is None or number >= minimum):
             return number
         bound = "a finite number" + ("" if minimum is None else f" >= {minimum:g}")
-        ascent = " (a negative learning rate turns every gradient step into ascent)" if name == "learning_rate" else ""
+        ascent = _ASCENT if name == "learning_rate" else ""
         raise ValueError(
             f"{self._algorithm_name}: {name} = {describe_schedule(schedule if given is None else given)} gave {value!r} "
             f"at remaining progress {progress:.4g} (1 at the start of learn(), 0 at its end); {name} must be {bound} "
@@ -304,19 +306,13 @@ class AlgorithmMixin:
                 "space, or flatten the observation with gymnasium.wrappers.FlattenObservation."
             )
         learning_rate = getattr(self, "learning_rate", 0.0)
-        if not (isinstance(learning_rate, numbers.Real) or callable(learning_rate)):
-            raise ArgumentTypeError(
-                f"{self._algorithm_name}: learning_rate must be a number or a schedule (a callable of the remaining "
-                f"progress, 1 to 0), got {learning_rate!r} (a {type(learning_rate).__name__})"
-            )
+        check_argument_types(
+            self._algorithm_name,
+            dict(learning_rate=(learning_rate, "schedule"), seed=(getattr(self, "seed", None), "int?")),
+        )
         if isinstance(learning_rate, numbers.Real) and not (math.isfinite(float(learning_rate)) and float(learning_rate) >= 0):
-            ascent = " (a negative learning rate turns every gradient step into ascent)" if float(learning_rate) < 0 else ""
+            ascent = _ASCENT if float(learning_rate) < 0 else ""
             self._fail(f"learning_rate must be a finite number >= 0, got {learning_rate!r}{ascent}")
-        seed = getattr(self, "seed", None)
-        if seed is not None and not isinstance(seed, numbers.Integral):
-            raise ArgumentTypeError(
-                f"{self._algorithm_name}: seed must be an integer or None, got {seed!r} (a {type(seed).__name__})"
-            )
         window = getattr(self, "_stats_window_size", 100)
         if not (isinstance(window, numbers.Integral) and int(window) >= 1):
             self._fail(
@@ -669,7 +665,7 @@ class AlgorithmMixin:
         """SB3's ``load`` sets every keyword argument on the model as an attribute: one that is neither a constructor
         argument nor an attribute saved in the file (``data``), such as a misspelt ``learnig_rate``, would be set
         where nothing reads it and the model would train with the saved value. Refuse it."""
-        accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "_init_setup_model"}
+        accepted = constructor_arguments(cls)
         for name in kwargs:
             if name in accepted or name in data:
                 continue

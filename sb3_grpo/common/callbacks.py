@@ -8,7 +8,6 @@ switch out between two rollouts.
 from __future__ import annotations
 
 import copy
-import inspect
 import numbers
 from collections.abc import Iterator
 from typing import Any
@@ -16,12 +15,12 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.type_aliases import MaybeCallback
 
-from sb3_grpo.common.arguments import located
+from sb3_grpo.common.arguments import constructor_arguments, located
 
 __all__ = ["SwitchArguments", "switches_in"]
 
 #: ``load``'s own parameters: not arguments of the model, so not something to switch to.
-_NOT_ARGUMENTS = frozenset({"self", "policy", "env", "device", "_init_setup_model", "path", "custom_objects"})
+_NOT_ARGUMENTS = frozenset({"policy", "env", "device", "path", "custom_objects"})
 
 
 class SwitchArguments(BaseCallback):
@@ -79,7 +78,7 @@ class SwitchArguments(BaseCallback):
         values its constructor's checks refuse, and an advantage estimator the arguments do not fit (the checks run on
         a shallow copy of the model with the arguments set; a new estimator is built there as ``load`` will build
         it)."""
-        accepted = set(inspect.signature(type(model).__init__).parameters) - _NOT_ARGUMENTS
+        accepted = constructor_arguments(type(model)) - _NOT_ARGUMENTS
         unknown = sorted(set(self.arguments) - accepted)
         if unknown:
             raise ValueError(

@@ -138,17 +138,10 @@ def load_checked(
             f"Cannot load {path!s} as a {cls.__name__} model: the file is truncated or is not a model saved by "
             f"model.save() ({exc})."
         ) from exc
-    except AssertionError as exc:
-        if data is not None and "found in the saved file" not in str(exc):
-            # the archive was read: what SB3 asserted is about the arguments given to load (such as a learning rate
-            # that is not a float or a callable), not about the file
+    except (zipfile.BadZipFile, EOFError, AssertionError) as exc:
+        if isinstance(exc, AssertionError) and data is not None and "found in the saved file" not in str(exc):
+            # the archive was read: what SB3 asserted is about the arguments given to load, not about the file
             raise ValueError(f"Cannot load {path!s} as a {cls.__name__} model with the arguments given: {exc}") from exc
-        raise ValueError(
-            f"Cannot load {path!s} as a {cls.__name__} model: the file is truncated or is not a model saved by "
-            f"model.save() ({exc}). Load an intact checkpoint instead (an interrupted save leaves the previous file "
-            "in place)."
-        ) from exc
-    except (zipfile.BadZipFile, EOFError) as exc:
         raise ValueError(
             f"Cannot load {path!s} as a {cls.__name__} model: the file is truncated or is not a model saved by "
             f"model.save() ({exc}). Load an intact checkpoint instead (an interrupted save leaves the previous file "
