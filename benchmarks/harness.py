@@ -263,13 +263,17 @@ def rss_mb() -> float:
 
 
 def every_n_steps(freq: int, fn: Any) -> Any:
-    """A callback that calls ``fn()`` each time training passes another multiple of ``freq`` env steps."""
+    """A callback that calls ``fn()`` each time training passes another multiple of ``freq`` env steps, counted from
+    the model's steps when ``learn`` starts (a model loaded at 500k steps is next called at the multiple above it)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class EveryNSteps(BaseCallback):
         def __init__(self) -> None:
             super().__init__()
             self.next_call = freq
+
+        def _init_callback(self) -> None:
+            self.next_call = (self.model.num_timesteps // freq + 1) * freq
 
         def _on_step(self) -> bool:
             if self.num_timesteps >= self.next_call:

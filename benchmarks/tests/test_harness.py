@@ -154,6 +154,24 @@ def test_a_switch_runs_the_first_schedules_over_at_or_the_budget(tmp_path, sched
         assert model._total_timesteps == 1024 and remaining > 0.5
 
 
+def test_every_n_steps_counts_from_the_steps_a_loaded_model_has(tmp_path):
+    """A callback made for a model loaded mid-run is called once at each multiple of its frequency above the model's
+    steps, not at every step until it catches up."""
+    import benchmarks.harness as harness
+    from sb3_grpo import GRPO
+
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=64, group_size=2, seed=0).learn(512)
+    model.save(tmp_path / "m.zip")
+    loaded = GRPO.load(tmp_path / "m.zip", env=model.get_env())
+    start = loaded.num_timesteps
+    calls: list[int] = []
+    callback = harness.every_n_steps(200, lambda: calls.append(loaded.num_timesteps))
+    loaded.learn(600, callback=callback, reset_num_timesteps=False)
+    end = loaded.num_timesteps
+    assert start >= 512 and end >= start + 600
+    assert [step // 200 for step in calls] == list(range(start // 200 + 1, end // 200 + 1))
+
+
 def test_cells_record_the_constructor_defaults_their_entry_leaves_out(tmp_path):
     """A cell records the defaults it ran with, so that a default changed later shows against its rows."""
     from benchmarks import harness
