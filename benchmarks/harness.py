@@ -268,10 +268,6 @@ def every_n_steps(freq: int, fn: Any) -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class EveryNSteps(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next_call = freq
-
         def _init_callback(self) -> None:
             self.next_call = (self.model.num_timesteps // freq + 1) * freq
 
