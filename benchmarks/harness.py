@@ -22,7 +22,8 @@ BENCHMARKS.md. A cell already in the table or finished in the working directory 
 Hyperparameters: SB3 PPO and sb3-contrib TRPO use rl-zoo's (rl_zoo3's ``hyperparams/*.yml``; the -v5 MuJoCo envs,
 for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``zoo_configs/<algo>.yml``,
 ``<algo>:default`` that file's ``default`` entry on any env, and ``<algo>:<tag>`` the sweep file
-``benchmarks/sweeps/<algo>_<tag>.yml``.
+``benchmarks/sweeps/<algo>_<tag>.yml``, whose entry may name the configuration it changes (``base: grpo:<tag>``)
+and write only the change (``load_hyperparams``).
 
 A sweep file may change the model partway through a cell, as a user would between two ``learn`` calls: the key
 ``switch: {at: <steps>, set: {<argument>: <value>, ...}}`` trains to ``at`` steps, saves the model, loads it with
@@ -126,18 +127,54 @@ def _zoo_file(algo: str) -> Path:
         return ROOT / "benchmarks" / "zoo_hyperparams" / f"{algo}.yml"
 
 
-def load_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``: a mapping in both is merged key by key (``switch: {set: {...}}`` changes one
+    argument of the base's switch), any other value replaces the base's."""
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_hyperparams(algo: str, env_id: str, _chain: tuple[str, ...] = ()) -> dict[str, Any]:
     """The rl-zoo style entry for ``env_id`` (falling back to -v4 for -v5 envs, then to ``default``).
 
     ``"<algo>:default"`` scores our zoo file's ``default`` entry (what rl-zoo uses on an env without its own entry)
     on any env, ignoring the env's own entry.
+
+    A sweep file's entry may name the configuration it changes, ``base: grpo:<tag>`` (another sweep) or ``base:
+    grpo`` (the zoo entry), and write only what it changes: the base's entry for the same env, resolved the same way,
+    with the sweep's keys merged in (see ``_merged``). What a cell records as its hyperparameters is the resolved
+    entry.
     """
     path = _zoo_file(algo)
     table = yaml.safe_load(path.read_text()) if path.exists() else {}
     keys = ("default",) if algo.endswith(":default") else (env_id, env_id.replace("-v5", "-v4"), "default")
     for key in keys:
         if key in (table or {}):
-            return dict(table[key])
+            entry = dict(table[key])
+            if "base" not in entry:
+                return entry
+            base = entry.pop("base")
+            where = f"{path.name} ({key})"
+            if path.parent != ROOT / "benchmarks" / "sweeps":
+                raise ValueError(
+                    f"{where}: 'base' is a key of sweep files only (rl_zoo3 reads zoo files too, and has no such "
+                    f"key); write the entry whole"
+                )
+            name = algo.split(":")[0]
+            if not isinstance(base, str) or base.split(":")[0] != name:
+                raise ValueError(
+                    f"{where}: base must name a configuration of the same algorithm, {name!r} (its zoo entry) or "
+                    f"'{name}:<tag>' (a sweep), got {base!r}"
+                )
+            chain = (*_chain, algo)
+            if base in chain:
+                raise ValueError(f"{where}: base {base!r} leads back to itself ({' -> '.join((*chain, base))})")
+            return _merged(load_hyperparams(base, env_id, chain), entry)
     raise KeyError(f"No hyperparameters for {algo} on {env_id} in {path}")
 
 

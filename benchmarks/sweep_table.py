@@ -22,9 +22,6 @@ import numpy as np
 
 from benchmarks import table as results_table
 from benchmarks.dataset import load, seed_list
-from benchmarks.harness import ROOT
-
-SWEEPS = ROOT / "benchmarks" / "sweeps"
 
 
 def finals(summaries: list[dict], env: str, budget: int) -> dict[str, dict[int, float]]:
@@ -35,15 +32,6 @@ def finals(summaries: list[dict], env: str, budget: int) -> dict[str, dict[int, 
             algo = s["algo"].split("@")[0]  # load() renames cells of a second budget
             out.setdefault(algo, {})[int(s["seed"])] = float(s["final_eval"])
     return out
-
-
-def sweep_file(algo: str) -> Path | None:
-    """The sweep file of a ``grpo:<tag>`` variant (``None`` for zoo algorithms)."""
-    if ":" not in algo:
-        return None
-    name, tag = algo.split(":", 1)
-    path = SWEEPS / f"{name}_{tag}.yml"
-    return path if path.exists() else None
 
 
 def table(scores: dict[str, dict[int, float]], entry: str, threshold: float | None, min_seeds: int = 1) -> list[str]:

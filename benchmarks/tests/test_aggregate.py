@@ -277,9 +277,9 @@ def test_entry_rerun_cells_are_the_shipped_zoo_entries():
     rows = dataset.SPEC["blocks"]["classic_rerun"]["rows"]
     assert rows, "no entry rerun named: the check below would check nothing"
     for env, first, rerun in rows:
-        algo, tag = rerun.split(":")
+        algo = rerun.split(":")[0]
         zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())[env]
-        sweep = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / f"{algo}_{tag}.yml").read_text())[env]
+        sweep = harness.load_hyperparams(rerun, env)
         assert aggregate.flatten(sweep) == aggregate.flatten(zoo), f"{rerun} on {env}"
         for name in (first, rerun):
             recorded = {
@@ -288,6 +288,31 @@ def test_entry_rerun_cells_are_the_shipped_zoo_entries():
                 if (c["env"], c["algo"]) == (env, name)
             }
             assert recorded == {json.dumps(aggregate.flatten(zoo), sort_keys=True)}, f"{name} on {env}"
+
+
+def test_sweep_files_resolve_to_what_their_cells_ran():
+    """Every sweep variant with a file in benchmarks/sweeps/ resolves (its ``base`` included) to the hyperparameters
+    its cells recorded: a sweep edited after it ran, or a base edited under the sweeps built on it, moves no row
+    unseen. Change a sweep that has cells by writing a new one."""
+    resolved: dict[tuple[str, str], str | None] = {}
+    checked = 0
+    for c in table.read_cells():
+        if not c["variant"] or not c["hyperparams"]:
+            continue
+        name, key = f"{c['algo']}:{c['variant']}", (f"{c['algo']}:{c['variant']}", c["env"])
+        if key not in resolved:
+            try:
+                entry = harness.load_hyperparams(name, c["env"])
+            except KeyError:  # a retired variant: its file is gone, its hyperparameters are the rows'
+                resolved[key] = None
+                continue
+            entry.pop("n_timesteps", None)
+            resolved[key] = json.dumps(aggregate.flatten(entry), sort_keys=True)
+        if resolved[key] is not None:
+            checked += 1
+            recorded = json.dumps(aggregate.flatten(json.loads(c["hyperparams"])), sort_keys=True)
+            assert recorded == resolved[key], f"{name} on {c['env']} seed {c['seed']}"
+    assert checked > 100, f"only {checked} cells of sweeps with files: the check would check little"
 
 
 def test_entry_cells_ran_with_todays_constructor_defaults():

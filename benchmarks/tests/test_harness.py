@@ -37,6 +37,85 @@ def test_v5_envs_fall_back_to_the_v4_entry_then_default():
     assert load_hyperparams("ppo", "Hopper-v5") == load_hyperparams("ppo", "Hopper-v4")
 
 
+def _sweeps(monkeypatch, tmp_path, files):
+    """Sweep files in a stand-in repository root (zoo files are read from the real one's copy of grpo.yml)."""
+    from benchmarks import harness
+
+    (tmp_path / "benchmarks" / "sweeps").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "zoo_configs").mkdir(exist_ok=True)
+    (tmp_path / "zoo_configs" / "grpo.yml").write_text((ROOT / "zoo_configs" / "grpo.yml").read_text())
+    for name, text in files.items():
+        (tmp_path / "benchmarks" / "sweeps" / f"{name}.yml").write_text(text)
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+
+
+def test_a_sweep_with_a_base_is_the_base_with_its_changes(monkeypatch, tmp_path):
+    first = """
+Hopper-v5:
+  n_envs: 8
+  gamma: 0.99
+  reward_gammas: [0.97]
+  policy_kwargs: dict(log_std_init=-2)
+  advantage_kwargs: {state_baseline: true}
+  switch:
+    at: 500000
+    set:
+      reward_gammas: [0.97, 0.999]
+      log_std_max: [-0.54, -3.0]
+"""
+    second = """
+Hopper-v5:
+  base: grpo:a
+  gamma: 0.995
+  advantage_kwargs: {lam: 0.95}
+  switch:
+    set:
+      log_std_max: [1.0, -3.0]
+"""
+    third = "Hopper-v5:\n  base: grpo:b\n  reward_gammas: [0.9]\n"
+    _sweeps(monkeypatch, tmp_path, {"grpo_a": first, "grpo_b": second, "grpo_c": third})
+    assert load_hyperparams("grpo:b", "Hopper-v5") == {
+        "n_envs": 8,
+        "gamma": 0.995,  # replaced
+        "reward_gammas": [0.97],
+        "policy_kwargs": "dict(log_std_init=-2)",
+        "advantage_kwargs": {"state_baseline": True, "lam": 0.95},  # mappings merge key by key
+        "switch": {"at": 500000, "set": {"reward_gammas": [0.97, 0.999], "log_std_max": [1.0, -3.0]}},
+    }
+    third_resolved = load_hyperparams("grpo:c", "Hopper-v5")  # a base may have a base: resolved in turn
+    assert third_resolved["reward_gammas"] == [0.9]  # a list replaces the base's whole
+    assert third_resolved["gamma"] == 0.995 and third_resolved["switch"]["set"]["log_std_max"] == [1.0, -3.0]
+    assert load_hyperparams("grpo:a", "Hopper-v5") == yaml.safe_load(first)["Hopper-v5"]  # the base is unchanged
+    # the base's entry for the same env, with rl-zoo's fallback: the zoo entry's `default` on an env it lacks
+    _sweeps(monkeypatch, tmp_path, {"grpo_d": "MyEnv-v0:\n  base: grpo\n  n_envs: 3\n"})
+    zoo = yaml.safe_load((ROOT / "zoo_configs" / "grpo.yml").read_text())
+    assert load_hyperparams("grpo:d", "MyEnv-v0") == {**zoo["default"], "n_envs": 3}
+
+
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        ({"grpo_a": "Hopper-v5:\n  base: grpo:b\n", "grpo_b": "Hopper-v5:\n  base: grpo:a\n"}, "leads back to itself"),
+        ({"grpo_a": "Hopper-v5:\n  base: grpo:a\n"}, "leads back to itself"),
+        ({"grpo_a": "Hopper-v5:\n  base: exact_trpo\n"}, "same algorithm, 'grpo'"),
+        ({"grpo_a": "Hopper-v5:\n  base: [grpo]\n"}, "same algorithm"),
+    ],
+)
+def test_a_wrong_base_is_refused(monkeypatch, tmp_path, files, match):
+    _sweeps(monkeypatch, tmp_path, files)
+    with pytest.raises(ValueError, match=match):
+        load_hyperparams("grpo:a", "Hopper-v5")
+
+
+def test_a_base_the_env_lacks_is_refused_and_zoo_files_take_none(monkeypatch, tmp_path):
+    _sweeps(monkeypatch, tmp_path, {"grpo_a": "Hopper-v5:\n  base: grpo:b\n", "grpo_b": "Walker2d-v5: {}\n"})
+    with pytest.raises(KeyError, match="No hyperparameters for grpo:b on Hopper-v5"):
+        load_hyperparams("grpo:a", "Hopper-v5")
+    (tmp_path / "zoo_configs" / "grpo.yml").write_text("Hopper-v5:\n  base: grpo:b\n")
+    with pytest.raises(ValueError, match="'base' is a key of sweep files only"):
+        load_hyperparams("grpo", "Hopper-v5")
+
+
 def test_sweep_variant_reads_its_sweep_file():
     table = yaml.safe_load((ROOT / "benchmarks" / "sweeps" / "grpo_hop_p.yml").read_text())
     assert load_hyperparams("grpo:hop_p", "Hopper-v5") == table["Hopper-v5"]

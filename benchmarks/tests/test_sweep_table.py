@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks.dataset import seed_list
-from benchmarks.sweep_table import finals, sweep_file, table
+from benchmarks.sweep_table import finals, table
 
 
 def test_seed_list_collapses_runs():
@@ -48,9 +48,3 @@ def test_table_pairs_each_variant_with_the_entry_on_common_seeds():
 def test_table_refuses_a_missing_entry():
     with pytest.raises(SystemExit, match="no cells of the entry 'grpo:nope'"):
         table({"grpo:x": {0: 1.0}}, "grpo:nope", threshold=None)
-
-
-def test_sweep_file_finds_the_variant_yaml():
-    assert sweep_file("grpo:hc_g8").name == "grpo_hc_g8.yml"
-    assert sweep_file("ppo") is None
-    assert sweep_file("grpo:no_such_variant") is None
