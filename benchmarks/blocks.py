@@ -184,7 +184,8 @@ def versus(data: Data, spec: Spec) -> str:
         seeds, x, y, cells_x, cells_y = data.paired(env, name, base)
         used += cells_x + cells_y
         thr = COUNT_ABOVE.get(env)
-        cols = [env, seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
+        label = display(name).removeprefix(DISPLAY[name.partition(":")[0]]).strip()  # "" for an entry, else `<tag>`
+        cols = [f"{env} {label}".strip(), seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
         cols.append(f"{y.mean():.0f} ± {y.std():.0f} (median {np.median(y):.0f})")
         cols.append(f"{x.mean() / y.mean():.2f}")
         if thr is not None:
@@ -196,12 +197,13 @@ def versus(data: Data, spec: Spec) -> str:
         rows.append(cols)
     env, name, base = next(pair for pair in spec["pairs"] if pair[0] in COUNT_ABOVE)
     thr = COUNT_ABOVE[env]
-    header = [f"env ({spec['budget']})", "seeds", display(name), display(base), "mean ratio", f"seeds above {thr:g}"]
+    ours = DISPLAY[name.partition(":")[0]]  # each row's configuration of it is named after its env where not the entry
+    header = [f"env ({spec['budget']})", "seeds", ours, display(base), "mean ratio", f"seeds above {thr:g}"]
     lines = markdown([*header, "Mann-Whitney p"], rows)
     x = np.array(list(data.finals(env, name).values()))
     lines += [
         "",
-        f"{display(name)}'s {env.split('-')[0]} entry over all its {len(x)} seeds: {int((x >= thr).sum())} above "
+        f"{display(name)} on {env} over all its {len(x)} seeds: {int((x >= thr).sum())} above "
         f"{thr:g}, median {np.median(x):.1f}, {int((x < spec['near']).sum())} below {spec['near']:g}. "
         f"{provenance(used)}.",
     ]
