@@ -34,6 +34,7 @@ from benchmarks.dataset import (
     markdown,
     provenance,
     pvalue,
+    read_wallclock,
     seed_list,
     when_run,
 )
@@ -292,9 +293,9 @@ def wallclock(data: Data, spec: Spec) -> str:
     the runs that gave the baseline the same budget (its steps under ``--baseline-steps``, else the seconds), taking
     for each seed the latest run holding both. With several seeds: mean returns (the last evaluation and the best
     one), mean steps, median seconds to the threshold (a seed that never reaches it counts as never)."""
-    from benchmarks.bench_wallclock import median_seconds_to_threshold, read, with_baselines
+    from benchmarks.bench_wallclock import median_seconds_to_threshold, with_baselines
 
-    rows = read(data.results / spec["file"])
+    rows, _ = read_wallclock(data.results / spec["file"])
 
     def seconds_text(value: float) -> str:
         return f"{value:.1f}" if math.isfinite(value) else "never"

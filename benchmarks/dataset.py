@@ -34,8 +34,31 @@ CLASSIC_SEEDS: tuple[int, ...] = tuple(SPEC["classic_seeds"])
 COUNT_ABOVE: dict[str, float] = SPEC["count_above"]
 #: The cells of GRPO's zoo entry where they were run under a sweep name (see aggregate.yml).
 GRPO_ENTRY: dict[str, str] = SPEC["grpo_entry"]
-#: Zoo entries changed after their cells ran: (algorithm, env) -> the sweep variant whose file is the new entry.
-ENTRY_CHANGES: dict[tuple[str, str], str] = {(c["algo"], c["env"]): c["variant"] for c in SPEC["entry_changes"]}
+
+
+class EntryChange(NamedTuple):
+    """A zoo entry changed after rows of it ran (``aggregate.yml``'s ``entry_changes``)."""
+
+    #: The sweep whose file is the new entry: its cells take the algorithm's name (``None``: the cells keep theirs).
+    variant: str | None
+    #: The commit that changed the entry (12 digits).
+    commit: str
+    #: The name of the ``bench_wallclock`` rows of the algorithm that ran before ``commit``.
+    earlier: str
+
+
+def _entry_changes(items: list[dict[str, str]]) -> dict[tuple[str, str], EntryChange]:
+    changes: dict[tuple[str, str], EntryChange] = {}
+    for c in items:
+        key = (c["algo"], c["env"])
+        if key in changes:
+            raise ValueError(f"aggregate.yml: two entry_changes for {c['algo']} on {c['env']}; keep the latest")
+        changes[key] = EntryChange(c.get("variant"), str(c["commit"]), c.get("earlier", f"{c['algo']}:previous"))
+    return changes
+
+
+#: Zoo entries changed after their cells ran: (algorithm, env) -> the change.
+ENTRY_CHANGES: dict[tuple[str, str], EntryChange] = _entry_changes(SPEC["entry_changes"])
 
 
 # ---- data -------------------------------------------------------------------------------------------------------
@@ -48,10 +71,43 @@ def budget_label(budget: int) -> str:
 def entry_name(label: str, env: str) -> str:
     """The name of a cell labelled ``label`` on ``env`` (see :data:`ENTRY_CHANGES`)."""
     algo = label.partition(":")[0]
-    variant = ENTRY_CHANGES.get((algo, env))
-    if variant is None:
+    change = ENTRY_CHANGES.get((algo, env))
+    if change is None or change.variant is None:
         return label
-    return algo if label == variant else f"{algo}:previous" if label == algo else label
+    return algo if label == change.variant else f"{algo}:previous" if label == algo else label
+
+
+def row_name(label: str, env: str, commit: str) -> str:
+    """The name of a ``bench_wallclock`` row labelled ``label`` on ``env`` that ran at ``commit``: such a row records
+    the commit it ran at, not its configuration, so an algorithm's row from before its entry changed (see
+    :data:`ENTRY_CHANGES`) takes the change's ``earlier`` name."""
+    change = ENTRY_CHANGES.get((label, env))
+    if change is None:
+        return label
+    history = _history()
+    ran, changed = commit.split("+")[0][:12], change.commit[:12]
+    if ran not in history or changed not in history:
+        raise ValueError(
+            f"{label} on {env}: whether its bench_wallclock row at commit {commit} ran the entry changed at "
+            f"{change.commit} needs both commits in the git history; run the aggregate in a full clone"
+        )
+    return change.earlier if history[ran] < history[changed] else label
+
+
+def read_wallclock(results: Path, curves: Path | None = None) -> tuple[list[dict], list[dict]]:
+    """``bench_wallclock``'s rows (``wallclock.csv``) and the evaluations along them (``wallclock_curves.csv``), each
+    algorithm named by :func:`row_name`."""
+    from benchmarks.bench_wallclock import read
+
+    rows, points = read(results), read(curves) if curves is not None else []
+    names = {}
+    for r in rows:
+        name = row_name(r["algo"], r["env"], r["commit"])
+        names[(r["run"], r["env"], r["algo"], r["seed"])] = name
+        r["algo"] = name
+    for p in points:
+        p["algo"] = names.get((p["run"], p["env"], p["algo"], p["seed"]), p["algo"])
+    return rows, points
 
 
 def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple[list[dict], dict[tuple, np.ndarray]]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.blocks import Spec, headline_scores
-from benchmarks.dataset import DISPLAY, ORDER, SPEC, Data, budget_label, display
+from benchmarks.dataset import DISPLAY, ORDER, SPEC, Data, budget_label, display, read_wallclock
 from benchmarks.harness import BASELINE_OF, THRESHOLDS
 from benchmarks.stats import bootstrap_ci, iqm
 
@@ -173,10 +173,7 @@ def wallclock(data: Data, spec: Spec, path: Path) -> None:
     seed (:func:`wallclock_lines`)."""
     import matplotlib.pyplot as plt
 
-    from benchmarks.bench_wallclock import read
-
-    results = read(data.results / spec["results"])
-    points = read(data.results / spec["file"])
+    results, points = read_wallclock(data.results / spec["results"], data.results / spec["file"])
     palette = {a: plt.cm.tab10(i) for i, a in enumerate(ORDER)}
     fig, axes = plt.subplots(1, len(spec["envs"]), figsize=(5 * len(spec["envs"]), 3.6), squeeze=False)
     for ax, env in zip(axes[0], spec["envs"], strict=True):

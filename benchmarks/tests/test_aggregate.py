@@ -334,15 +334,52 @@ def test_changed_entries_cells_are_the_shipped_zoo_entries():
     """The cells that ENTRY_CHANGES names an algorithm's zoo entry ran with that entry as it ships, and the earlier
     entry's cells are kept under ``<algo>:previous``."""
     cells, _ = load(curves=None)
-    for (algo, env), variant in aggregate.ENTRY_CHANGES.items():
+    for (algo, env), entry in aggregate.ENTRY_CHANGES.items():
+        if entry.variant is None:  # its cells keep their names (grpo_entry)
+            continue
         zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())
         recorded = {
             json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
             for c in cells
             if (c["env"], c["algo"]) == (env, algo)
         }
-        assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{variant} on {env}"
+        assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{entry.variant} on {env}"
         assert any((c["env"], c["algo"]) == (env, f"{algo}:previous") for c in cells)
+
+
+def test_wallclock_rows_from_before_an_entry_change_take_its_earlier_name(tmp_path, monkeypatch):
+    """A bench_wallclock row records its commit, not its configuration: an algorithm's rows (and their evaluations)
+    from commits before its entry changed are named as the change says, later ones and other envs keep the name."""
+    from benchmarks.bench_wallclock import CURVE_FIELDS, FIELDS
+
+    monkeypatch.setattr(dataset, "_history", lambda: {"a" * 12: 0, "b" * 12: 1, "c" * 12: 2})
+    entry = dataset.EntryChange("grpo:new", "b" * 12, "grpo:old")
+    monkeypatch.setattr(dataset, "ENTRY_CHANGES", {("grpo", "Hopper-v5"): entry})
+    rows = [
+        dict.fromkeys(FIELDS, "1") | {"run": str(run), "algo": algo, "env": env, "commit": commit}
+        for run, algo, env, commit in [
+            (1, "grpo", "Hopper-v5", "a" * 12 + "+dirty"),
+            (1, "ppo", "Hopper-v5", "a" * 12 + "+dirty"),
+            (2, "grpo", "Hopper-v5", "b" * 12),
+            (3, "grpo", "HalfCheetah-v5", "a" * 12),
+        ]
+    ]
+    with open(tmp_path / "w.csv", "w", newline="") as f:
+        csv.DictWriter(f, FIELDS).writeheader()
+        csv.DictWriter(f, FIELDS).writerows(rows)
+    with open(tmp_path / "c.csv", "w", newline="") as f:
+        csv.DictWriter(f, CURVE_FIELDS).writeheader()
+        csv.DictWriter(f, CURVE_FIELDS).writerows(
+            dict.fromkeys(CURVE_FIELDS, "1") | {k: r[k] for k in ("run", "algo", "env")} for r in rows
+        )
+    named, points = dataset.read_wallclock(tmp_path / "w.csv", tmp_path / "c.csv")
+    assert [r["algo"] for r in named] == ["grpo:old", "ppo", "grpo", "grpo"]
+    assert [p["algo"] for p in points] == ["grpo:old", "ppo", "grpo", "grpo"]
+    rows[0]["commit"] = "d" * 12  # not in the history (a shallow clone): no guess
+    with open(tmp_path / "w.csv", "a", newline="") as f:
+        csv.DictWriter(f, FIELDS).writerow(rows[0])
+    with pytest.raises(ValueError, match="full clone"):
+        dataset.read_wallclock(tmp_path / "w.csv")
 
 
 def test_provenance_names_the_newest_commit_by_history_within_a_date():
