@@ -36,6 +36,7 @@ from benchmarks.dataset import (
     pvalue,
     read_wallclock,
     seed_list,
+    tag,
     when_run,
 )
 from benchmarks.harness import BASELINE_OF, BASELINES, THRESHOLDS
@@ -185,8 +186,8 @@ def versus(data: Data, spec: Spec) -> str:
         seeds, x, y, cells_x, cells_y = data.paired(env, name, base)
         used += cells_x + cells_y
         thr = COUNT_ABOVE.get(env)
-        label = display(name).removeprefix(DISPLAY[name.partition(":")[0]]).strip()  # "" for an entry, else `<tag>`
-        cols = [f"{env} {label}".strip(), seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
+        label = f"{env} `{tag(name)}`" if tag(name) else env  # names the configuration where it is not the entry
+        cols = [label, seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
         cols.append(f"{y.mean():.0f} ± {y.std():.0f} (median {np.median(y):.0f})")
         cols.append(f"{x.mean() / y.mean():.2f}")
         if thr is not None:

@@ -263,13 +263,15 @@ def provenance(cells: Iterable[dict]) -> str:
     return f"{len(cells)} cells run {span}, {len(commits)} commit{'s' if len(commits) != 1 else ''} (newest {newest})"
 
 
+def tag(name: str) -> str:
+    """The configuration a name shows beside its algorithm: the sweep variant, ``""`` for a zoo entry's cells."""
+    return "" if name in GRPO_ENTRY.values() else name.split("@")[0].partition(":")[2]
+
+
 def display(name: str) -> str:
-    base = name.split("@")[0]
-    algo, _, variant = base.partition(":")
+    algo = name.split("@")[0].partition(":")[0]
     label = DISPLAY.get(algo, algo)
-    if name in GRPO_ENTRY.values():
-        return label
-    return f"{label} `{variant}`" if variant else label
+    return f"{label} `{tag(name)}`" if tag(name) else label
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> list[str]:
