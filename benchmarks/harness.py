@@ -23,7 +23,7 @@ Hyperparameters: SB3 PPO and sb3-contrib TRPO use rl-zoo's (rl_zoo3's ``hyperpar
 for which rl_zoo3 2.9.2 has no entry, use the -v4 entry); our algorithms use ``zoo_configs/<algo>.yml``,
 ``<algo>:default`` that file's ``default`` entry on any env, and ``<algo>:<tag>`` the sweep file
 ``benchmarks/sweeps/<algo>_<tag>.yml``, whose entry may name the configuration it changes (``base: grpo:<tag>``)
-and write only the change (``load_hyperparams``).
+and write only the change, ``drop: [<key>, ...]`` for keys of the base it removes (``load_hyperparams``).
 
 A sweep file may change the model partway through a cell, as a user would between two ``learn`` calls: the key
 ``switch: {at: <steps>, set: {<argument>: <value>, ...}}`` trains to ``at`` steps, saves the model, loads it with
@@ -147,8 +147,8 @@ def load_hyperparams(algo: str, env_id: str, _chain: tuple[str, ...] = ()) -> di
 
     A sweep file's entry may name the configuration it changes, ``base: grpo:<tag>`` (another sweep) or ``base:
     grpo`` (the zoo entry), and write only what it changes: the base's entry for the same env, resolved the same way,
-    with the sweep's keys merged in (see ``_merged``). What a cell records as its hyperparameters is the resolved
-    entry.
+    less the keys listed under ``drop`` (``drop: [log_std_max]``: the base's argument left at its default), with the
+    sweep's keys merged in (see ``_merged``). What a cell records as its hyperparameters is the resolved entry.
     """
     path = _zoo_file(algo)
     table = yaml.safe_load(path.read_text()) if path.exists() else {}
@@ -157,6 +157,8 @@ def load_hyperparams(algo: str, env_id: str, _chain: tuple[str, ...] = ()) -> di
         if key in (table or {}):
             entry = dict(table[key])
             if "base" not in entry:
+                if "drop" in entry:
+                    raise ValueError(f"{path.name} ({key}): 'drop' removes keys of a base; name one with 'base'")
                 return entry
             base = entry.pop("base")
             where = f"{path.name} ({key})"
@@ -174,7 +176,17 @@ def load_hyperparams(algo: str, env_id: str, _chain: tuple[str, ...] = ()) -> di
             chain = (*_chain, algo)
             if base in chain:
                 raise ValueError(f"{where}: base {base!r} leads back to itself ({' -> '.join((*chain, base))})")
-            return _merged(load_hyperparams(base, env_id, chain), entry)
+            resolved = load_hyperparams(base, env_id, chain)
+            drop = entry.pop("drop", [])
+            if not isinstance(drop, list) or not all(isinstance(k, str) for k in drop):
+                raise ValueError(f"{where}: drop must list keys of the base's entry, e.g. [log_std_max]; got {drop!r}")
+            missing = [k for k in drop if k not in resolved]
+            if missing:
+                raise ValueError(
+                    f"{where}: drop names {', '.join(missing)}, which {base}'s entry for {env_id} does not have "
+                    f"(it has {', '.join(resolved)})"
+                )
+            return _merged({k: v for k, v in resolved.items() if k not in drop}, entry)
     raise KeyError(f"No hyperparameters for {algo} on {env_id} in {path}")
 
 

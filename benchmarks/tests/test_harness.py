@@ -86,6 +86,14 @@ Hopper-v5:
     assert third_resolved["reward_gammas"] == [0.9]  # a list replaces the base's whole
     assert third_resolved["gamma"] == 0.995 and third_resolved["switch"]["set"]["log_std_max"] == [1.0, -3.0]
     assert load_hyperparams("grpo:a", "Hopper-v5") == yaml.safe_load(first)["Hopper-v5"]  # the base is unchanged
+    fourth = "Hopper-v5:\n  base: grpo:b\n  drop: [reward_gammas, switch]\n  gamma: 0.9\n"
+    _sweeps(monkeypatch, tmp_path, {"grpo_e": fourth})
+    assert load_hyperparams("grpo:e", "Hopper-v5") == {  # dropped before the changes merge in
+        "n_envs": 8,
+        "gamma": 0.9,
+        "policy_kwargs": "dict(log_std_init=-2)",
+        "advantage_kwargs": {"state_baseline": True, "lam": 0.95},
+    }
     # the base's entry for the same env, with rl-zoo's fallback: the zoo entry's `default` on an env it lacks
     _sweeps(monkeypatch, tmp_path, {"grpo_d": "MyEnv-v0:\n  base: grpo\n  n_envs: 3\n"})
     zoo = yaml.safe_load((ROOT / "zoo_configs" / "grpo.yml").read_text())
@@ -99,6 +107,12 @@ Hopper-v5:
         ({"grpo_a": "Hopper-v5:\n  base: grpo:a\n"}, "leads back to itself"),
         ({"grpo_a": "Hopper-v5:\n  base: exact_trpo\n"}, "same algorithm, 'grpo'"),
         ({"grpo_a": "Hopper-v5:\n  base: [grpo]\n"}, "same algorithm"),
+        (
+            {"grpo_a": "Hopper-v5:\n  base: grpo:b\n  drop: [gamma, n_epochs]\n", "grpo_b": "Hopper-v5: {gamma: 0.9}\n"},
+            "drop names n_epochs, which grpo:b's entry for Hopper-v5 does not have \\(it has gamma\\)",
+        ),
+        ({"grpo_a": "Hopper-v5:\n  base: grpo:b\n  drop: gamma\n", "grpo_b": "Hopper-v5: {gamma: 0.9}\n"}, "must list"),
+        ({"grpo_a": "Hopper-v5:\n  drop: [gamma]\n"}, "name one with 'base'"),
     ],
 )
 def test_a_wrong_base_is_refused(monkeypatch, tmp_path, files, match):
