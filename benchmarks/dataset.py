@@ -32,18 +32,16 @@ LARGE: tuple[str, ...] = tuple(SPEC["large"])
 CLASSIC_SEEDS: tuple[int, ...] = tuple(SPEC["classic_seeds"])
 #: Final returns at or above this count on these envs (Hopper: standing the whole episode).
 COUNT_ABOVE: dict[str, float] = SPEC["count_above"]
-#: The cells of GRPO's zoo entry where they were run under a sweep name (see aggregate.yml).
-GRPO_ENTRY: dict[str, str] = SPEC["grpo_entry"]
 
 
 class EntryChange(NamedTuple):
     """A zoo entry changed after rows of it ran (``aggregate.yml``'s ``entry_changes``)."""
 
-    #: The sweep whose file is the new entry: its cells take the algorithm's name (``None``: the cells keep theirs).
-    variant: str | None
+    #: The sweep whose file is the new entry: its cells are the entry's, named as the algorithm.
+    variant: str
     #: The commit that changed the entry (12 digits).
     commit: str
-    #: The name of the ``bench_wallclock`` rows of the algorithm that ran before ``commit``.
+    #: The name of the algorithm's own cells and ``bench_wallclock`` rows that ran before ``commit``.
     earlier: str
 
 
@@ -53,7 +51,7 @@ def _entry_changes(items: list[dict[str, str]]) -> dict[tuple[str, str], EntryCh
         key = (c["algo"], c["env"])
         if key in changes:
             raise ValueError(f"aggregate.yml: two entry_changes for {c['algo']} on {c['env']}; keep the latest")
-        changes[key] = EntryChange(c.get("variant"), str(c["commit"]), c.get("earlier", f"{c['algo']}:previous"))
+        changes[key] = EntryChange(c["variant"], str(c["commit"]), c.get("earlier", f"{c['algo']}:previous"))
     return changes
 
 
@@ -68,41 +66,37 @@ def budget_label(budget: int) -> str:
     return f"{budget // 1000}k" if budget % 1000 == 0 else str(budget)
 
 
-def entry_name(label: str, env: str) -> str:
-    """The name of a cell labelled ``label`` on ``env`` (see :data:`ENTRY_CHANGES`)."""
+def entry_name(label: str, env: str, commit: str) -> str:
+    """The name of a cell, or a ``bench_wallclock`` row, labelled ``label`` on ``env`` that ran at ``commit`` (see
+    :data:`ENTRY_CHANGES`): where the algorithm's entry changed, the sweep variant that is the new entry and the
+    algorithm's own runs from the commit of the change on are the algorithm's (``grpo``), its runs from before it the
+    earlier entry's (``grpo:previous``). A run records its commit and its configuration; a ``bench_wallclock`` row only
+    its commit."""
     algo = label.partition(":")[0]
     change = ENTRY_CHANGES.get((algo, env))
-    if change is None or change.variant is None:
+    if change is None or label not in (algo, change.variant):
         return label
-    return algo if label == change.variant else f"{algo}:previous" if label == algo else label
-
-
-def row_name(label: str, env: str, commit: str) -> str:
-    """The name of a ``bench_wallclock`` row labelled ``label`` on ``env`` that ran at ``commit``: such a row records
-    the commit it ran at, not its configuration, so an algorithm's row from before its entry changed (see
-    :data:`ENTRY_CHANGES`) takes the change's ``earlier`` name."""
-    change = ENTRY_CHANGES.get((label, env))
-    if change is None:
-        return label
+    if label == change.variant:
+        return algo
     history = _history()
     ran, changed = commit.split("+")[0][:12], change.commit[:12]
     if ran not in history or changed not in history:
         raise ValueError(
-            f"{label} on {env}: whether its bench_wallclock row at commit {commit} ran the entry changed at "
-            f"{change.commit} needs both commits in the git history; run the aggregate in a full clone"
+            f"{label} on {env}: whether its run at commit {commit} ran the entry changed at {change.commit} needs both "
+            "commits in the git history; run the aggregate in a full clone"
         )
-    return change.earlier if history[ran] < history[changed] else label
+    return change.earlier if history[ran] < history[changed] else algo
 
 
 def read_wallclock(results: Path, curves: Path | None = None) -> tuple[list[dict], list[dict]]:
     """``bench_wallclock``'s rows (``wallclock.csv``) and the evaluations along them (``wallclock_curves.csv``), each
-    algorithm named by :func:`row_name`."""
+    algorithm named by :func:`entry_name`."""
     from benchmarks.bench_wallclock import read
 
     rows, points = read(results), read(curves) if curves is not None else []
     names = {}
     for r in rows:
-        name = row_name(r["algo"], r["env"], r["commit"])
+        name = entry_name(r["algo"], r["env"], r["commit"])
         names[(r["run"], r["env"], r["algo"], r["seed"])] = name
         r["algo"] = name
     for p in points:
@@ -116,15 +110,13 @@ def load(cells: Path = table.CELLS, curves: Path | None = table.CURVES) -> tuple
     at several budgets on an env, the cells of the smallest keep its name and the others become ``<name>@<budget>``:
     rows never mix budgets."""
     rows = table.read_cells(cells)
+    names = [entry_name(table.cell_label(r), r["env"], r["commit"]) for r in rows]
     smallest: dict[tuple[str, str], int] = {}
-    for r in rows:
-        key = (r["env"], table.cell_label(r))
-        smallest[key] = min(smallest.get(key, r["budget"]), r["budget"])
+    for r, name in zip(rows, names, strict=True):
+        smallest[(r["env"], name)] = min(smallest.get((r["env"], name), r["budget"]), r["budget"])
     summaries = []
-    for r in rows:
-        label = table.cell_label(r)
-        name = entry_name(label, r["env"])
-        if r["budget"] != smallest[(r["env"], label)]:
+    for r, name in zip(rows, names, strict=True):
+        if r["budget"] != smallest[(r["env"], name)]:
             name = f"{name}@{budget_label(r['budget'])}"
         summaries.append({**r, "algo": name, "hyperparams": json.loads(r["hyperparams"] or "{}")})
     curve_map: dict[tuple, np.ndarray] = {}
@@ -265,7 +257,7 @@ def provenance(cells: Iterable[dict]) -> str:
 
 def tag(name: str) -> str:
     """The configuration a name shows beside its algorithm: the sweep variant, ``""`` for a zoo entry's cells."""
-    return "" if name in GRPO_ENTRY.values() else name.split("@")[0].partition(":")[2]
+    return name.split("@")[0].partition(":")[2]
 
 
 def display(name: str) -> str:

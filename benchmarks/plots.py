@@ -45,6 +45,7 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
     for ax, (env, entries) in zip(axes[0], rows, strict=True):
         plain = {name.split("@")[0] for name, _ in entries if ":" not in name}
+        shown = {name for name, _ in entries}
         for name, seeds in entries:
             runs = [data.curves[(name, env, c["seed"])] for c in data.cells_of(env, name, seeds)]
             if not runs:
@@ -52,7 +53,7 @@ def plot_curves(data: Data, rows: list[tuple[str, list[tuple[str, Iterable[int] 
             grid = np.linspace(max(r[0, 0] for r in runs), min(r[-1, 0] for r in runs), 60)
             ys = np.stack([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
             label = f"{display(name)}, {budget_label(data.cells_of(env, name)[0]['budget'])} ({len(runs)})"
-            style = "--" if "@" in name else "-"  # the same algorithm at a second budget
+            style = "--" if name.split("@")[0] in shown - {name} else "-"  # beside its own cells at another budget
             if ":" in name and name.split(":")[0] in plain:
                 style = "-."  # a sweep variant beside its algorithm's entry
             ax.plot(grid, ys.mean(0), label=label, color=color(name), ls=style)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from benchmarks import aggregate, blocks, dataset, harness, table
-from benchmarks.aggregate import GRPO_ENTRY, bootstrap_ci, change, fisher_exact, iqm, load, mann_whitney, select
+from benchmarks.aggregate import bootstrap_ci, change, fisher_exact, iqm, load, mann_whitney, select
 
 ROOT = table.ROOT
 
@@ -84,7 +84,6 @@ def fixture_cells():
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     monkeypatch.setattr(dataset, "ENTRY_CHANGES", {})  # the fixture's cells are the entries as named
-    monkeypatch.setattr(dataset, "GRPO_ENTRY", dict(FIXTURE_SWEEPS))  # and its sweep cells the entries' cells
     cells = fixture_cells()
     curves = [
         {**{k: c[k] for k in table.KEY}, "timesteps": t, "eval_mean": c["final_eval"] * t / c["budget"], "eval_std": 1.0}
@@ -251,6 +250,9 @@ def test_summary_of_a_selection(results, tmp_path):
     aggregate.main(["--results", str(results), "--summary", str(out), "--envs", "Hopper-v5", "--algos", "ppo@300k"])
     lines = out.read_text().splitlines()
     assert lines[2].startswith("| Hopper-v5 | SB3 PPO | 300k | 3 | 1521.0 ± 0.8 |")
+    # a name without cells there is an error that lists the names there, not a table without its row
+    with pytest.raises(SystemExit, match=r"no cells named ppo@1000k on Hopper-v5; the names there: .*ppo@300k"):
+        aggregate.main(["--results", str(results), "--summary", "-", "--envs", "Hopper-v5", "--algos", "ppo", "ppo@1000k"])
 
 
 # ---- the committed data -----------------------------------------------------------------------------------------
@@ -265,8 +267,7 @@ def test_grpo_entry_cells_are_the_shipped_zoo_entries():
     """The cells shown as GRPO's zoo entry ran with the entry as it ships in zoo_configs/grpo.yml."""
     zoo = yaml.safe_load((ROOT / "zoo_configs" / "grpo.yml").read_text())
     cells, _ = load(curves=None)
-    shown = {**{env: "grpo" for env in (*aggregate.CLASSIC, "LunarLander-v3")}, **GRPO_ENTRY}
-    for env, name in shown.items():
+    for env, name in {env: "grpo" for env in (*aggregate.CLASSIC, "LunarLander-v3")}.items():
         recorded = {
             json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
             for c in cells
@@ -332,11 +333,9 @@ def test_entry_cells_ran_with_todays_constructor_defaults():
 
 def test_changed_entries_cells_are_the_shipped_zoo_entries():
     """The cells that ENTRY_CHANGES names an algorithm's zoo entry ran with that entry as it ships, and the earlier
-    entry's cells are kept under ``<algo>:previous``."""
+    entry's cells are kept under its ``earlier`` name."""
     cells, _ = load(curves=None)
     for (algo, env), entry in aggregate.ENTRY_CHANGES.items():
-        if entry.variant is None:  # its cells keep their names (grpo_entry)
-            continue
         zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())
         recorded = {
             json.dumps(aggregate.flatten(c["hyperparams"]), sort_keys=True)
@@ -344,7 +343,36 @@ def test_changed_entries_cells_are_the_shipped_zoo_entries():
             if (c["env"], c["algo"]) == (env, algo)
         }
         assert recorded == {json.dumps(aggregate.flatten(zoo[env]), sort_keys=True)}, f"{entry.variant} on {env}"
-        assert any((c["env"], c["algo"]) == (env, f"{algo}:previous") for c in cells)
+        assert any((c["env"], c["algo"]) == (env, entry.earlier) for c in cells), f"{entry.earlier} on {env}"
+
+
+def test_cells_are_named_by_the_entry_they_ran(tmp_path, monkeypatch):
+    """Where an entry changed, the sweep that is the new entry and the algorithm's own cells from the commit of the
+    change on are the entry's (one name; a second budget apart by that name), its cells from before the change the
+    earlier entry's."""
+    monkeypatch.setattr(dataset, "_history", lambda: {"a" * 12: 0, "b" * 12: 1, "c" * 12: 2})
+    entry = dataset.EntryChange("grpo:new", "b" * 12, "grpo:previous")
+    monkeypatch.setattr(dataset, "ENTRY_CHANGES", {("grpo", "Hopper-v5"): entry})
+    template = next(c for c in fixture_cells() if (c["algo"], c["env"], c["variant"]) == ("grpo", "Hopper-v5", ""))
+    cells = [
+        {**template, "variant": variant, "seed": seed, "budget": budget, "commit": commit}
+        for variant, seed, budget, commit in [
+            ("", 0, 1_000_000, "a" * 12),  # before the change: the earlier entry
+            ("new", 0, 1_000_000, "a" * 12 + "+dirty"),  # the new entry's sweep, whenever it ran
+            ("", 1, 1_000_000, "b" * 12),  # the entry from the change on
+            ("", 0, 3_000_000, "c" * 12 + "+dirty"),
+            ("other", 0, 1_000_000, "a" * 12),
+        ]
+    ]
+    table.write(tmp_path / "cells.csv.gz", table.CELL_COLUMNS, cells)
+    summaries, _ = load(tmp_path / "cells.csv.gz", None)
+    assert sorted((s["algo"], s["seed"], s["budget"]) for s in summaries) == [
+        ("grpo", 0, 1_000_000),  # the sweep
+        ("grpo", 1, 1_000_000),
+        ("grpo:other", 0, 1_000_000),
+        ("grpo:previous", 0, 1_000_000),
+        ("grpo@3000k", 0, 3_000_000),
+    ]
 
 
 def test_wallclock_rows_from_before_an_entry_change_take_its_earlier_name(tmp_path, monkeypatch):
