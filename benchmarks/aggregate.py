@@ -41,6 +41,7 @@ from benchmarks.dataset import (  # noqa: F401  (the names the aggregate has alw
     change,
     flatten,
     load,
+    no_cells,
     seed_list,
     select,
 )
@@ -95,12 +96,8 @@ def summary_table(data: Data, envs, algos, seeds) -> str:
     chosen = select(data.cells, envs, algos, seeds)
     missing = [name for name in algos or [] if not any(s["algo"] == name for s in chosen)]
     if missing:
-        there = sorted({s["algo"] for s in select(data.cells, envs, None, seeds)})
-        raise SystemExit(
-            f"no cells named {', '.join(missing)} on {', '.join(envs or ['any env'])}"
-            f"{' with seeds ' + seed_list(seeds) if seeds else ''}; the names there: {', '.join(there) or 'none'} "
-            "(an algorithm's smallest budget on an env has no suffix, a larger one is <name>@<budget>, e.g. ppo@1000k)"
-        )
+        where = ", ".join(envs or ["any env"]) + (f" with seeds {seed_list(seeds)}" if seeds else "")
+        raise SystemExit(no_cells(", ".join(missing), where, (s["algo"] for s in select(data.cells, envs, None, seeds))))
     pairs = list(dict.fromkeys((s["env"], s["algo"]) for s in sorted(chosen, key=lambda s: (s["env"], s["algo"]))))
     return per_env_table(data, [(env, name, seeds) for env, name in pairs])
 

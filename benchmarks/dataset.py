@@ -144,6 +144,14 @@ def select(summaries: list[dict], envs=None, algos=None, seeds=None) -> list[dic
     ]
 
 
+def no_cells(names: str, where: str, there: Iterable[str]) -> str:
+    """The message for names that no cell has: the names there instead, and how a name is formed."""
+    return (
+        f"no cells named {names} on {where}; the names there: {', '.join(sorted(set(there))) or 'none'} "
+        "(an algorithm's smallest budget on an env has no suffix, a larger one is <name>@<budget>, e.g. ppo@1000k)"
+    )
+
+
 @dataclass
 class Data:
     cells: list[dict]
@@ -159,11 +167,7 @@ class Data:
         """The cells of ``name`` on ``env`` by seed, for a name a spec gives: one with no cell there is an error that
         lists the names there (``finals`` and ``cells_of`` give nothing for it, as for an algorithm that has not run)."""
         if (env, name) not in self.by:
-            there = sorted(n for e, n in self.by if e == env)
-            raise KeyError(
-                f"no cells named {name!r} on {env}; the names there: {', '.join(there) or 'none'} "
-                "(an algorithm's smallest budget on an env has no suffix, a larger one is <name>@<budget>, e.g. ppo@1000k)"
-            )
+            raise KeyError(no_cells(repr(name), env, (n for e, n in self.by if e == env)))
         return self.by[(env, name)]
 
     def finals(self, env: str, name: str, seeds: Iterable[int] | None = None) -> dict[int, float]:
