@@ -212,6 +212,34 @@ def versus(data: Data, spec: Spec) -> str:
     return "\n".join(lines)
 
 
+def late_falls(data: Data, spec: Spec) -> str:
+    """Each run's final evaluation as a share of its best evaluation, per env and name, then over every env per
+    position in the rows (ours, the baseline): how many runs end at ``share`` of their best or more, the lowest share,
+    and the runs below it."""
+    share = float(spec["share"])
+    rows, used = [], []
+    totals: dict[int, list[float]] = defaultdict(list)
+    labels: dict[int, str] = {}
+    for env, *names in spec["rows"]:
+        for position, name in enumerate(names):
+            cells = list(data.named(env, name).values())
+            used += cells
+            ratios = [c["final_eval"] / c["best_eval"] for c in cells]
+            totals[position] += ratios
+            labels.setdefault(position, display(name))
+            below = [f"{c['seed']}: {r:.2f}" for c, r in zip(cells, ratios, strict=True) if r < share]
+            rows.append(_late_fall_row(env, display(name), ratios, share, ", ".join(below) or "-"))
+    rows += [_late_fall_row("all", labels[k], ratios, share, "") for k, ratios in sorted(totals.items())]
+    header = ["env", "algorithm", "runs", f"final >= {share:g} of best", "lowest final / best"]
+    lines = markdown([*header, f"below {share:g} (seed: final / best)"], rows)
+    lines += ["", f"Each run's final evaluation and its best over the run. {provenance(used)}."]
+    return "\n".join(lines)
+
+
+def _late_fall_row(env: str, label: str, ratios: list[float], share: float, below: str) -> list[str]:
+    return [env, label, str(len(ratios)), str(sum(r >= share for r in ratios)), f"{min(ratios):.2f}", below]
+
+
 def entry_reruns(data: Data, spec: Spec) -> str:
     """Zoo entries run again on a later commit (a sweep file equal to the entry), on the seeds both ran: when each
     ran (dates, newest commit), the final evaluations, how many end at the env's threshold or better, how many end
@@ -463,6 +491,7 @@ KINDS: dict[str, Callable[[Data, Spec], str]] = {
     "per_env": per_env,
     "versus": versus,
     "entry_reruns": entry_reruns,
+    "late_falls": late_falls,
     "versions": versions,
     "throughput": throughput,
     "wallclock": wallclock,

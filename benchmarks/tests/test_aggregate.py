@@ -135,6 +135,29 @@ def test_entry_reruns_compare_the_seeds_both_ran():
         blocks.entry_reruns(data, {"rows": [["CartPole-v1", "grpo", "grpo:nope"]]})
 
 
+def test_late_falls_count_the_runs_that_end_at_a_share_of_their_best():
+    def cell(env, name, seed, final, best):
+        return dict(env=env, algo=name, seed=seed, final_eval=final, best_eval=best, date="2026-01-01", commit="a0")
+
+    cells = [cell("Hopper-v5", "grpo", 0, 900.0, 1000.0), cell("Hopper-v5", "grpo", 1, 890.0, 1000.0)]
+    cells += [cell("Hopper-v5", "ppo", 0, 200.0, 1000.0), cell("Walker2d-v5", "grpo", 3, 500.0, 500.0)]
+    cells += [cell("Walker2d-v5", "ppo", 3, 450.0, 600.0), cell("Walker2d-v5", "ppo", 4, 600.0, 600.0)]
+    data = aggregate.Data(cells, {}, ROOT)
+    spec = {"share": 0.9, "rows": [["Hopper-v5", "grpo", "ppo"], ["Walker2d-v5", "grpo", "ppo"]]}
+    rows = blocks.late_falls(data, spec).splitlines()[2:8]
+    # 900 / 1000 = 0.9 counts as at the share; 890 / 1000, 200 / 1000 and 450 / 600 do not
+    assert rows == [
+        "| Hopper-v5 | GRPO | 2 | 1 | 0.89 | 1: 0.89 |",
+        "| Hopper-v5 | SB3 PPO | 1 | 0 | 0.20 | 0: 0.20 |",
+        "| Walker2d-v5 | GRPO | 1 | 1 | 1.00 | - |",
+        "| Walker2d-v5 | SB3 PPO | 2 | 1 | 0.75 | 3: 0.75 |",
+        "| all | GRPO | 3 | 2 | 0.89 |  |",
+        "| all | SB3 PPO | 3 | 1 | 0.20 |  |",
+    ]
+    with pytest.raises(KeyError, match="ppo@1000k"):
+        blocks.late_falls(data, {"share": 0.9, "rows": [["Hopper-v5", "grpo", "ppo@1000k"]]})
+
+
 def test_generated_blocks_are_rewritten_and_checked(results, tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
