@@ -214,30 +214,52 @@ def versus(data: Data, spec: Spec) -> str:
 
 def late_falls(data: Data, spec: Spec) -> str:
     """Each run's final evaluation as a share of its best evaluation, per env and name, then over every env per
-    position in the rows (ours, the baseline): how many runs end at ``share`` of their best or more, the lowest share,
-    and the runs below it."""
-    share = float(spec["share"])
+    position in the rows (ours, the baseline): how many runs end at ``share`` of their best or more and the lowest
+    share; the same on the run's curve averaged over ``window`` consecutive evaluations (the last such mean against the
+    highest), which tells a decline from one evaluation's episodes; and the runs below ``share`` on either."""
+    share, window = float(spec["share"]), int(spec["window"])
     rows, used = [], []
-    totals: dict[int, list[float]] = defaultdict(list)
+    totals: dict[int, list[tuple[float, float]]] = defaultdict(list)
     labels: dict[int, str] = {}
     for env, *names in spec["rows"]:
         for position, name in enumerate(names):
             cells = list(data.named(env, name).values())
             used += cells
-            ratios = [c["final_eval"] / c["best_eval"] for c in cells]
+            ratios = [(c["final_eval"] / c["best_eval"], _smoothed_share(data, env, name, c, window)) for c in cells]
             totals[position] += ratios
             labels.setdefault(position, display(name))
-            below = [f"{c['seed']}: {r:.2f}" for c, r in zip(cells, ratios, strict=True) if r < share]
+            below = [f"{c['seed']}: {r:.2f} ({m:.2f})" for c, (r, m) in zip(cells, ratios, strict=True) if min(r, m) < share]
             rows.append(_late_fall_row(env, display(name), ratios, share, ", ".join(below) or "-"))
     rows += [_late_fall_row("all", labels[k], ratios, share, "") for k, ratios in sorted(totals.items())]
     header = ["env", "algorithm", "runs", f"final >= {share:g} of best", "lowest final / best"]
-    lines = markdown([*header, f"below {share:g} (seed: final / best)"], rows)
-    lines += ["", f"Each run's final evaluation and its best over the run. {provenance(used)}."]
+    header += [
+        f"means of {window}: >= {share:g}",
+        "lowest",
+        f"below {share:g} on either (seed: final / best (means of {window}))",
+    ]
+    lines = markdown(header, rows)
+    lines += [
+        "",
+        f'Each run\'s final evaluation and its best over the run; "means of {window}": the same on the mean of every '
+        f"{window} consecutive evaluations. {provenance(used)}.",
+    ]
     return "\n".join(lines)
 
 
-def _late_fall_row(env: str, label: str, ratios: list[float], share: float, below: str) -> list[str]:
-    return [env, label, str(len(ratios)), str(sum(r >= share for r in ratios)), f"{min(ratios):.2f}", below]
+def _smoothed_share(data: Data, env: str, name: str, cell: dict, window: int) -> float:
+    """The last mean of ``window`` consecutive evaluations of a run's curve as a share of the highest such mean."""
+    curve = data.curves.get((name, env, cell["seed"]))
+    if curve is None:
+        raise KeyError(f"no learning curve for {name!r} on {env}, seed {cell['seed']}")
+    evals = curve[np.argsort(curve[:, 0]), 1]
+    means = np.convolve(evals, np.ones(window) / window, mode="valid") if len(evals) >= window else evals[-1:]
+    return float(means[-1] / means.max())
+
+
+def _late_fall_row(env: str, label: str, ratios: list[tuple[float, float]], share: float, below: str) -> list[str]:
+    finals, means = [r for r, _ in ratios], [m for _, m in ratios]
+    counts = [str(sum(r >= share for r in finals)), f"{min(finals):.2f}", str(sum(m >= share for m in means))]
+    return [env, label, str(len(ratios)), *counts, f"{min(means):.2f}", below]
 
 
 def entry_reruns(data: Data, spec: Spec) -> str:

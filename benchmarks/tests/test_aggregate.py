@@ -136,26 +136,34 @@ def test_entry_reruns_compare_the_seeds_both_ran():
 
 
 def test_late_falls_count_the_runs_that_end_at_a_share_of_their_best():
-    def cell(env, name, seed, final, best):
-        return dict(env=env, algo=name, seed=seed, final_eval=final, best_eval=best, date="2026-01-01", commit="a0")
+    def cell(env, name, seed, evals):
+        return dict(env=env, algo=name, seed=seed, final_eval=evals[-1], best_eval=max(evals), date="2026-01-01", commit="a0")
 
-    cells = [cell("Hopper-v5", "grpo", 0, 900.0, 1000.0), cell("Hopper-v5", "grpo", 1, 890.0, 1000.0)]
-    cells += [cell("Hopper-v5", "ppo", 0, 200.0, 1000.0), cell("Walker2d-v5", "grpo", 3, 500.0, 500.0)]
-    cells += [cell("Walker2d-v5", "ppo", 3, 450.0, 600.0), cell("Walker2d-v5", "ppo", 4, 600.0, 600.0)]
-    data = aggregate.Data(cells, {}, ROOT)
-    spec = {"share": 0.9, "rows": [["Hopper-v5", "grpo", "ppo"], ["Walker2d-v5", "grpo", "ppo"]]}
+    runs = {
+        ("Hopper-v5", "grpo", 0): [100.0, 1000.0, 900.0],  # 900 / 1000 = 0.9 is at the share; means of 2: 950 / 950
+        ("Hopper-v5", "grpo", 1): [1000.0, 1000.0, 880.0],  # 0.88; means of 2: 940 / 1000
+        ("Hopper-v5", "ppo", 0): [1000.0, 200.0, 200.0],  # 0.20; means of 2: 200 / 600
+        ("Walker2d-v5", "grpo", 3): [600.0, 400.0, 500.0, 500.0],  # 500 / 600; means of 2: 500 / 500
+        ("Walker2d-v5", "ppo", 3): [300.0, 1000.0, 400.0, 950.0],  # 0.95; means of 2: 675 / 700 = 0.964
+    }
+    cells = [cell(env, name, seed, evals) for (env, name, seed), evals in runs.items()]
+    curves = {(name, env, seed): np.array([[k, e] for k, e in enumerate(evals)]) for (env, name, seed), evals in runs.items()}
+    data = aggregate.Data(cells, curves, ROOT)
+    spec = {"share": 0.9, "window": 2, "rows": [["Hopper-v5", "grpo", "ppo"], ["Walker2d-v5", "grpo", "ppo"]]}
     rows = blocks.late_falls(data, spec).splitlines()[2:8]
-    # 900 / 1000 = 0.9 counts as at the share; 890 / 1000, 200 / 1000 and 450 / 600 do not
     assert rows == [
-        "| Hopper-v5 | GRPO | 2 | 1 | 0.89 | 1: 0.89 |",
-        "| Hopper-v5 | SB3 PPO | 1 | 0 | 0.20 | 0: 0.20 |",
-        "| Walker2d-v5 | GRPO | 1 | 1 | 1.00 | - |",
-        "| Walker2d-v5 | SB3 PPO | 2 | 1 | 0.75 | 3: 0.75 |",
-        "| all | GRPO | 3 | 2 | 0.89 |  |",
-        "| all | SB3 PPO | 3 | 1 | 0.20 |  |",
+        "| Hopper-v5 | GRPO | 2 | 1 | 0.88 | 2 | 0.94 | 1: 0.88 (0.94) |",
+        "| Hopper-v5 | SB3 PPO | 1 | 0 | 0.20 | 0 | 0.33 | 0: 0.20 (0.33) |",
+        "| Walker2d-v5 | GRPO | 1 | 0 | 0.83 | 1 | 1.00 | 3: 0.83 (1.00) |",
+        "| Walker2d-v5 | SB3 PPO | 1 | 1 | 0.95 | 1 | 0.96 | - |",
+        "| all | GRPO | 3 | 1 | 0.83 | 3 | 0.94 |  |",
+        "| all | SB3 PPO | 2 | 1 | 0.20 | 1 | 0.33 |  |",
     ]
     with pytest.raises(KeyError, match="ppo@1000k"):
-        blocks.late_falls(data, {"share": 0.9, "rows": [["Hopper-v5", "grpo", "ppo@1000k"]]})
+        blocks.late_falls(data, {**spec, "rows": [["Hopper-v5", "grpo", "ppo@1000k"]]})
+    del curves[("grpo", "Hopper-v5", 1)]
+    with pytest.raises(KeyError, match="no learning curve for 'grpo' on Hopper-v5, seed 1"):
+        blocks.late_falls(data, spec)
 
 
 def test_generated_blocks_are_rewritten_and_checked(results, tmp_path):
