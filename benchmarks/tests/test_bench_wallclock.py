@@ -38,7 +38,9 @@ def test_the_training_clock_stops_while_evaluating(monkeypatch):
     assert [point[0] for point in row["curve"]] == sorted(point[0] for point in row["curve"])
     assert (row["algo"], row["env"], row["seed"], row["seconds"]) == ("grpo", "CartPole-v1", 0, 2.0)
     assert row["stopped_by"] == "seconds"
-    assert 2.0 <= row["train_seconds"] < 3.5  # stopped at the first step past the budget (an update may overshoot)
+    # stopped at the first step past the budget: every evaluation before the last came before it (how far past it the
+    # last one lands is an update's length, which the machine's load decides)
+    assert row["curve"][-2][0] < 2.0 <= row["train_seconds"]
     assert row["n_evals"] >= 3  # every 0.5 s of training, the last at the stop
     # the evaluations' pauses come on top of the training seconds instead of eating into them
     assert row["eval_seconds"] >= pause * row["n_evals"]
