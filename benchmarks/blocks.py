@@ -179,29 +179,35 @@ def per_env(data: Data, spec: Spec) -> str:
 
 
 def versus(data: Data, spec: Spec) -> str:
-    """Each pair of cells at one budget on the seeds both ran: returns, their ratio, the counts above an env's
-    ``count_above`` (Fisher's exact test) and the Mann-Whitney test; then the first row's cells over all their seeds."""
+    """Each pair of cells on the seeds both ran: returns, their ratio and the Mann-Whitney test; with ``near``, the
+    counts above an env's ``count_above`` (Fisher's exact test) and the first such row's cells over all their seeds.
+    A name at a larger budget (``grpo@3000k``) shows its steps: the pairs of a run for a baseline's seconds."""
     rows, used = [], []
+    counts = "near" in spec
     for env, name, base in spec["pairs"]:
         seeds, x, y, cells_x, cells_y = data.paired(env, name, base)
         used += cells_x + cells_y
         thr = COUNT_ABOVE.get(env)
         label = f"{env} `{tag(name)}`" if tag(name) else env  # names the configuration where it is not the entry
+        if "@" in name:
+            label += f", {name.partition('@')[2]} steps"
         cols = [label, seed_list(seeds), f"{x.mean():.0f} ± {x.std():.0f} (median {np.median(x):.0f})"]
         cols.append(f"{y.mean():.0f} ± {y.std():.0f} (median {np.median(y):.0f})")
         cols.append(f"{x.mean() / y.mean():.2f}")
-        if thr is not None:
+        if counts and thr is not None:
             a, c = int((x >= thr).sum()), int((y >= thr).sum())
             cols.append(f"{a} vs {c} of {len(seeds)} (Fisher p = {pvalue(fisher_exact(a, len(x) - a, c, len(y) - c))})")
-        else:
+        elif counts:
             cols.append("-")
         cols.append(pvalue(mann_whitney(x, y)))
         rows.append(cols)
+    name, base = spec["pairs"][0][1:]
+    header = [f"env ({spec['budget']})", "seeds", DISPLAY[name.partition(":")[0].split("@")[0]], display(base), "mean ratio"]
+    if not counts:
+        return "\n".join([*markdown([*header, "Mann-Whitney p"], rows), "", f"{provenance(used)}."])
     env, name, base = next(pair for pair in spec["pairs"] if pair[0] in COUNT_ABOVE)
     thr = COUNT_ABOVE[env]
-    ours = DISPLAY[name.partition(":")[0]]  # each row's configuration of it is named after its env where not the entry
-    header = [f"env ({spec['budget']})", "seeds", ours, display(base), "mean ratio", f"seeds above {thr:g}"]
-    lines = markdown([*header, "Mann-Whitney p"], rows)
+    lines = markdown([*header, f"seeds above {thr:g}", "Mann-Whitney p"], rows)
     x = np.array(list(data.finals(env, name).values()))
     lines += [
         "",

@@ -135,6 +135,31 @@ def test_entry_reruns_compare_the_seeds_both_ran():
         blocks.entry_reruns(data, {"rows": [["CartPole-v1", "grpo", "grpo:nope"]]})
 
 
+def test_versus_pairs_a_longer_run_with_the_baseline_on_the_seeds_both_ran():
+    def cell(env, name, seed, final):
+        return dict(env=env, algo=name, seed=seed, final_eval=final, date="2026-01-01", commit="a0")
+
+    cells = [cell("Hopper-v5", "grpo@3000k", s, f) for s, f in enumerate([2000.0, 3000.0, 2500.0])]
+    cells += [cell("Hopper-v5", "ppo@1000k", s, f) for s, f in [(0, 1000.0), (1, 1000.0), (3, 500.0)]]
+    cells += [cell("Walker2d-v5", "grpo:w@4000k", 0, 4000.0), cell("Walker2d-v5", "ppo", 0, 2000.0)]
+    data = aggregate.Data(cells, {}, ROOT)
+    spec = {
+        "budget": "the baseline's seconds",
+        "pairs": [["Hopper-v5", "grpo@3000k", "ppo@1000k"], ["Walker2d-v5", "grpo:w@4000k", "ppo"]],
+    }
+    lines = blocks.versus(data, spec).splitlines()
+    # seeds 0-1 only (seed 2 has no PPO cell, seed 3 no GRPO cell): 2500 ± 500 against 1000 ± 0; no counts without `near`
+    assert lines[:4] == [
+        "| env (the baseline's seconds) | seeds | GRPO | SB3 PPO | mean ratio | Mann-Whitney p |",
+        "|---|---|---|---|---|---|",
+        "| Hopper-v5, 3000k steps | 0-1 | 2500 ± 500 (median 2500) | 1000 ± 0 (median 1000) | 2.50 | 0.22 |",
+        "| Walker2d-v5 `w`, 4000k steps | 0 | 4000 ± 0 (median 4000) | 2000 ± 0 (median 2000) | 2.00 | 1.00 |",
+    ]
+    with_counts = blocks.versus(data, {**spec, "near": 990}).splitlines()
+    assert with_counts[2].endswith("| 2.50 | 2 vs 2 of 2 (Fisher p = 1.00) | 0.22 |")  # Hopper-v5's count_above: 1000
+    assert with_counts[-1].startswith("GRPO on Hopper-v5 over all its 3 seeds: 3 above 1000, median 2500.0, 0 below 990.")
+
+
 def test_late_falls_count_the_runs_that_end_at_a_share_of_their_best():
     def cell(env, name, seed, evals):
         return dict(env=env, algo=name, seed=seed, final_eval=evals[-1], best_eval=max(evals), date="2026-01-01", commit="a0")
