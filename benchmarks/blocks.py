@@ -202,7 +202,7 @@ def versus(data: Data, spec: Spec) -> str:
         cols.append(pvalue(mann_whitney(x, y)))
         rows.append(cols)
     name, base = spec["pairs"][0][1:]
-    header = [f"env ({spec['budget']})", "seeds", DISPLAY[name.partition(":")[0].split("@")[0]], display(base), "mean ratio"]
+    header = [f"env ({spec['budget']})", "seeds", display(name.split(":")[0]), display(base), "mean ratio"]
     if not counts:
         return "\n".join([*markdown([*header, "Mann-Whitney p"], rows), "", f"{provenance(used)}."])
     env, name, base = next(pair for pair in spec["pairs"] if pair[0] in COUNT_ABOVE)
