@@ -23,6 +23,13 @@ the zoo entries' linear schedules (``lin_<x>``): a run that does these steps bef
 seconds its baseline took (its ``seconds``), with ``--max-steps`` as its step budget (set it above what it can do
 in that time, or it stops at the steps).
 
+An entry that changes its arguments partway through (a zoo entry's ``sb3_grpo.SwitchArguments`` callback, as GRPO's
+two-phase Hopper-v5 and Walker2d-v5 entries have, or a sweep's ``switch`` with ``schedules: budget``) runs as one
+``learn(--max-steps)`` with that callback, as rl-zoo trains it: the change comes at its number of steps if the run
+gets there within its seconds, and the schedules run over ``--max-steps``, so give it about the steps it does in
+those seconds for them to end where the run ends. A sweep's ``switch`` whose schedules restart at the change (a
+second ``learn``) is refused.
+
 Per run: ``final_return`` (the last evaluation: the return at equal seconds), ``best_return``,
 ``seconds_to_threshold`` and ``steps_to_threshold`` (training seconds and env steps at the first evaluation at or
 above ``harness.THRESHOLDS``; empty if never; its resolution is ``--eval-seconds``), ``steps`` done, the evaluations'
@@ -117,17 +124,24 @@ def run(
     import torch as th
     from stable_baselines3.common.callbacks import BaseCallback
 
+    from sb3_grpo import SwitchArguments
+
     if seconds <= 0 or eval_seconds <= 0:
         raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
     th.set_num_threads(1)
     started_on = harness.commit()  # the working tree may change while it trains
     model, eval_env, used = harness.build(algo, env_id, seed, device)
-    if used.get("switch"):
-        raise ValueError(
-            f"{algo} on {env_id}: its sweep changes the model partway through (switch: {used['switch']!r}), at a "
-            "number of steps, which a run for a number of seconds does not have; run it with benchmarks.harness, or "
-            "use a sweep without switch"
-        )
+    callbacks: list[BaseCallback] = []
+    switch = used.get("switch")
+    if switch:
+        if switch.get("schedules") != "budget" or set(switch) - {"at", "set", "schedules"}:
+            raise ValueError(
+                f"{algo} on {env_id}: its sweep changes the model partway through with schedules that restart at the "
+                f"change (switch: {switch!r}), a second learn() whose horizon a run for a number of seconds does not "
+                "have; add 'schedules: budget' to the switch (one learn() whose schedules run over --max-steps, as "
+                "sb3_grpo.SwitchArguments trains), or run it with benchmarks.harness"
+            )
+        callbacks.append(SwitchArguments(switch["at"], dict(switch.get("set") or {})))
     clock = TrainingClock()
     curve: list[tuple[float, int, float]] = []  # (training seconds, steps, mean return)
     stopped_by = ["steps"]
@@ -140,9 +154,12 @@ def run(
         curve.append((at, model.num_timesteps, mean))
 
     class WallClockBudget(BaseCallback):
-        def _on_training_start(self) -> None:
-            self.next_eval = eval_seconds
-            clock.start()
+        started = False
+
+        def _on_training_start(self) -> None:  # once: learn() starts each stage of a SwitchArguments anew
+            if not self.started:
+                self.started, self.next_eval = True, eval_seconds
+                clock.start()
 
         def _on_step(self) -> bool:
             now = clock.seconds()
@@ -157,7 +174,7 @@ def run(
 
     budget = max_steps or harness.BUDGETS.get(env_id, 100_000)
     wall_start = time.perf_counter()
-    model.learn(budget, callback=WallClockBudget())
+    model.learn(budget, callback=[*callbacks, WallClockBudget()])
     if stopped_by[0] == "steps":  # learn() did its steps before the seconds were up
         evaluate()
     wall = time.perf_counter() - wall_start

@@ -219,9 +219,36 @@ def test_a_sweep_variant_of_ours_gets_its_baselines_seconds(tmp_path, monkeypatc
             bench_wallclock.main(["--algos", *wrong, "--out", str(out)])
 
 
-def test_a_sweep_that_switches_partway_is_refused(monkeypatch):
-    """A sweep's ``switch`` happens at a number of steps, which a run for seconds does not have: refused, not dropped."""
+def test_a_switch_with_schedules_over_the_budget_changes_the_model_partway_on_one_clock(monkeypatch):
+    """An entry that changes its arguments at a number of steps (a zoo entry's SwitchArguments, a sweep's switch with
+    ``schedules: budget``) runs as one learn() with that callback: the change comes at its steps, and the training
+    clock runs on through it (learn() starts each stage anew; the clock starts once)."""
+    entry = {"n_envs": 2, "n_steps": 64, "group_size": 2}
+    switch = {"at": 512, "set": {"ent_coef": 0.5}, "schedules": "budget"}
+    monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry, switch=switch))
+    evaluate_model = harness.evaluate_model
+    seen = []
+
+    def recording(model, *args):
+        seen.append((model.num_timesteps, model.ent_coef))
+        return evaluate_model(model, *args)
+
+    monkeypatch.setattr(harness, "evaluate_model", recording)
+    starts = []
+    start = bench_wallclock.TrainingClock.start
+    monkeypatch.setattr(bench_wallclock.TrainingClock, "start", lambda clock: starts.append(1) or start(clock))
+    row = run("grpo:x", "CartPole-v1", seed=0, seconds=1.5, eval_seconds=0.1, n_eval_episodes=1, max_steps=10**7)
+    assert len(starts) == 1
+    assert row["stopped_by"] == "seconds" and row["steps"] > 512
+    assert {ent for steps, ent in seen if steps < 512} == {0.0} and {ent for steps, ent in seen if steps >= 512} == {0.5}
+    seconds = [point[0] for point in row["curve"]]
+    assert seconds == sorted(seconds) and seconds[-2] < 1.5 <= seconds[-1]  # one clock, not one per stage
+
+
+def test_a_switch_that_restarts_the_schedules_is_refused(monkeypatch):
+    """A sweep's ``switch`` without ``schedules: budget`` is a second learn() with its own horizon, which a run for a
+    number of seconds does not have: refused, not dropped."""
     entry = {"n_envs": 2, "n_steps": 64, "group_size": 2, "switch": {"at": 256, "set": {"branch_every": 8}}}
     monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry))
-    with pytest.raises(ValueError, match="switch"):
+    with pytest.raises(ValueError, match="schedules: budget"):
         run("grpo:x", "CartPole-v1", seed=0, seconds=1.0, eval_seconds=1.0, n_eval_episodes=1)
