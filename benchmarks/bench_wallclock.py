@@ -134,7 +134,13 @@ def run(
     callbacks: list[BaseCallback] = []
     switch = used.get("switch")
     if switch:
-        if switch.get("schedules") != "budget" or set(switch) - {"at", "set", "schedules"}:
+        unknown = sorted(set(switch) - {"at", "set", "schedules"})
+        if unknown or "at" not in switch:
+            raise ValueError(
+                f"{algo} on {env_id}: switch must be {{at: <steps>, set: {{...}}, schedules: budget}}, got {switch!r} "
+                f"({'no at' if 'at' not in switch else 'unknown ' + ', '.join(unknown)})"
+            )
+        if switch.get("schedules") != "budget":
             raise ValueError(
                 f"{algo} on {env_id}: its sweep changes the model partway through with schedules that restart at the "
                 f"change (switch: {switch!r}), a second learn() whose horizon a run for a number of seconds does not "

@@ -252,3 +252,6 @@ def test_a_switch_that_restarts_the_schedules_is_refused(monkeypatch):
     monkeypatch.setattr(harness, "load_hyperparams", lambda algo, env_id: dict(entry))
     with pytest.raises(ValueError, match="schedules: budget"):
         run("grpo:x", "CartPole-v1", seed=0, seconds=1.0, eval_seconds=1.0, n_eval_episodes=1)
+    entry["switch"] = {"at": 256, "set": {"branch_every": 8}, "schedules": "budget", "when": 3}  # a key it does not know
+    with pytest.raises(ValueError, match="unknown when"):
+        run("grpo:x", "CartPole-v1", seed=0, seconds=1.0, eval_seconds=1.0, n_eval_episodes=1)
