@@ -133,21 +133,17 @@ def run(
     model, eval_env, used = harness.build(algo, env_id, seed, device)
     callbacks: list[BaseCallback] = []
     switch = used.get("switch")
+    budget = max_steps or harness.BUDGETS.get(env_id, 100_000)
     if switch:
-        unknown = sorted(set(switch) - {"at", "set", "schedules"})
-        if unknown or "at" not in switch:
-            raise ValueError(
-                f"{algo} on {env_id}: switch must be {{at: <steps>, set: {{...}}, schedules: budget}}, got {switch!r} "
-                f"({'no at' if 'at' not in switch else 'unknown ' + ', '.join(unknown)})"
-            )
-        if switch.get("schedules") != "budget":
+        at, schedules = harness.check_switch(switch, budget)
+        if schedules != "budget":
             raise ValueError(
                 f"{algo} on {env_id}: its sweep changes the model partway through with schedules that restart at the "
                 f"change (switch: {switch!r}), a second learn() whose horizon a run for a number of seconds does not "
                 "have; add 'schedules: budget' to the switch (one learn() whose schedules run over --max-steps, as "
                 "sb3_grpo.SwitchArguments trains), or run it with benchmarks.harness"
             )
-        callbacks.append(SwitchArguments(switch["at"], dict(switch.get("set") or {})))
+        callbacks.append(SwitchArguments(at, dict(switch.get("set") or {})))
     clock = TrainingClock()
     curve: list[tuple[float, int, float]] = []  # (training seconds, steps, mean return)
     stopped_by = ["steps"]
@@ -178,7 +174,6 @@ def run(
                 self.next_eval = (math.floor(now / eval_seconds) + 1) * eval_seconds
             return True
 
-    budget = max_steps or harness.BUDGETS.get(env_id, 100_000)
     wall_start = time.perf_counter()
     model.learn(budget, callback=[*callbacks, WallClockBudget()])
     if stopped_by[0] == "steps":  # learn() did its steps before the seconds were up

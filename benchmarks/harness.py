@@ -458,17 +458,23 @@ def save_model(model: Any, directory: Path) -> None:
         env.save(str(directory / f"{model.num_timesteps}.vecnormalize.pkl"))
 
 
+def check_switch(switch: dict[str, Any], budget: int) -> tuple[int, str]:
+    """The sweep key ``switch`` of the module docstring checked against ``budget``: its ``at`` and ``schedules``."""
+    unknown = sorted(set(switch) - {"at", "set", "schedules"})
+    schedules = switch.get("schedules", "at")
+    if unknown or "at" not in switch or not 0 < int(switch["at"]) < budget or schedules not in ("at", "budget"):
+        what = "no at" if "at" not in switch else f"unknown {', '.join(unknown)}" if unknown else "at or schedules"
+        raise ValueError(
+            f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}, schedules: at | budget}} "
+            f"(schedules optional), got {switch!r} ({what})"
+        )
+    return int(switch["at"]), schedules
+
+
 def switch_model(model: Any, switch: dict[str, Any], budget: int, callback: Any, path: Path) -> Any:
     """Train ``model`` to ``switch["at"]`` steps, save it and load it back with ``switch["set"]`` as keyword
     arguments (on the same env); returns the loaded model. The sweep key ``switch`` of the module docstring."""
-    unknown = set(switch) - {"at", "set", "schedules"}
-    schedules = switch.get("schedules", "at")
-    if unknown or "at" not in switch or not 0 < int(switch["at"]) < budget or schedules not in ("at", "budget"):
-        raise ValueError(
-            f"switch must be {{at: <steps below the budget {budget}>, set: {{...}}, schedules: at | budget}} "
-            f"(schedules optional), got {switch!r}"
-        )
-    at = int(switch["at"])
+    at, schedules = check_switch(switch, budget)
     if schedules == "budget":
         from stable_baselines3.common.callbacks import CallbackList
 
