@@ -297,16 +297,14 @@ def entry_reruns(data: Data, spec: Spec) -> str:
 
 
 def versions(data: Data, spec: Spec) -> str:
-    """The software and CPU the cells ran on, one row per combination."""
+    """The software, CPU and kernels the cells ran on, one row per combination."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for c in data.cells:
         sb3 = f"{c['stable_baselines3']} / {c['sb3_contrib']}"
-        key = tuple(
-            v or "not recorded" for v in (c["python"], c["torch"], sb3, c["gymnasium"], c["numpy"], c["mujoco"], c["cpu"])
-        )
-        groups[key].append(c)
+        recorded = (c["python"], c["torch"], sb3, c["gymnasium"], c["numpy"], c["mujoco"], c["cpu"], c["kernels"])
+        groups[tuple(v or "not recorded" for v in recorded)].append(c)
     body = [[*key, provenance(cells)] for key, cells in sorted(groups.items(), key=lambda kv: min(c["date"] for c in kv[1]))]
-    header = ["python", "torch", "SB3 / contrib", "gymnasium", "numpy", "mujoco", "CPU", "cells"]
+    header = ["python", "torch", "SB3 / contrib", "gymnasium", "numpy", "mujoco", "CPU", "kernels", "cells"]
     return "\n".join(markdown(header, body))
 
 

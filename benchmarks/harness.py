@@ -367,8 +367,12 @@ def run_cell(
     """Train and evaluate one cell; returns (and writes) its summary. ``save_models``: also save the model at each
     evaluation, in ``<cell>.models/`` of ``out``."""
     import torch as th
+    from threadpoolctl import threadpool_limits
 
+    # One thread per cell, for numpy's BLAS too: cells run side by side, and how OpenBLAS splits a fit over threads
+    # moves its last bits (``versions()["kernels"]`` records the kernels and threads).
     th.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = cell_name(algo, env_id, seed, budget)
@@ -537,8 +541,8 @@ def commit() -> str:
 
 def versions() -> dict[str, str]:
     """What a cell ran on. Cells are bit-reproducible on one machine, not across machines: the same code and recorded
-    versions gave other Hopper-v5 trajectories on another machine, so the CPU and the numerical libraries on the
-    simulation path are recorded too."""
+    versions gave other Hopper-v5 trajectories on another machine, so the CPU, the numerical libraries on the
+    simulation path and the kernels they chose for this CPU (:func:`_kernels`) are recorded too."""
     import importlib.metadata
     import platform
 
@@ -560,6 +564,7 @@ def versions() -> dict[str, str]:
         **found,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "cpu": _cpu_model(),
+        "kernels": _kernels(),
     }
 
 
@@ -575,6 +580,24 @@ def _cpu_model() -> str:
     flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
     widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "")
     return f"{name} ({widest})" if widest else name
+
+
+def _kernels() -> str:
+    """The kernels the numerical libraries chose for this CPU at run time: OpenBLAS's core type and threads (numpy's
+    linear algebra; ``OPENBLAS_CORETYPE`` and ``OPENBLAS_NUM_THREADS`` set them) and torch's vector width
+    (``ATEN_CPU_CAPABILITY`` sets it). Two machines with the same versions and CPU flags can choose differently, and
+    the choice moves the last bits of a least-squares fit, enough for a run to part from its repeat (BENCHMARKS,
+    "MuJoCo at 1M steps")."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    blas = [
+        f"{info['internal_api']} {info.get('architecture') or '?'}, {info['num_threads']} thread"
+        + ("s" if info["num_threads"] != 1 else "")
+        for info in threadpool_info()
+        if info.get("user_api") == "blas"
+    ]
+    return "; ".join([*blas, f"torch {torch.backends.cpu.get_cpu_capability()}"])
 
 
 def main(argv: list[str] | None = None) -> None:

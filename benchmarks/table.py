@@ -5,7 +5,8 @@ The benchmark results as data: one row per finished cell, plus every cell's lear
   final and best evaluation, steps and training seconds to the env's threshold, fps, update time, memory, the
   versions it ran with, the date and commit, the hyperparameters (the zoo or sweep entry, as JSON) and ``defaults``
   (the constructor arguments the entry left out, with the defaults they had; JSON, empty for the cells run before
-  2026-11-27, when it was added).
+  2026-11-27, when it was added). ``kernels`` (the kernels numpy's OpenBLAS and torch chose for the CPU, as
+  ``"openblas SkylakeX, 2 threads; torch AVX512"``) is empty for the cells run before 2026-11-29.
 - ``benchmarks/results/curves.csv.gz``: the evaluation curves, one row per evaluation, columns ``CURVE_COLUMNS``.
 
 ``variant`` is empty for the zoo entry of ``algo`` (``zoo_configs/<algo>.yml`` for ours, rl-zoo's for ``ppo`` and
@@ -49,6 +50,7 @@ VERSION_COLUMNS = (
     "box2d",
     "machine",
     "cpu",
+    "kernels",
 )
 CELL_COLUMNS = (
     *KEY,
@@ -70,7 +72,7 @@ CELL_COLUMNS = (
     "defaults",
 )
 #: Columns added after the table began: a file written before one was added reads with it empty.
-ADDED_COLUMNS = ("defaults",)
+ADDED_COLUMNS = ("defaults", "kernels")
 CURVE_COLUMNS = (*KEY, "timesteps", "eval_mean", "eval_std", "train_seconds", "rss_mb")
 _INTS = {"seed", "budget", "steps_to_threshold", "n_updates", "timesteps"}
 _STRINGS = {"algo", "variant", "env", "date", "commit", "hyperparams", "defaults", *VERSION_COLUMNS}
@@ -110,7 +112,8 @@ def read(path: Path, columns: tuple[str, ...]) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", newline="") as f:
         reader = csv.DictReader(f)
         found = tuple(reader.fieldnames or ())
-        if found not in (columns, tuple(c for c in columns if c not in ADDED_COLUMNS)):
+        missing = set(columns) - set(found)
+        if found != tuple(c for c in columns if c not in missing) or not missing <= set(ADDED_COLUMNS):
             raise ValueError(f"{path}: columns {reader.fieldnames} are not the expected {list(columns)}")
         return [{c: _parse(c, row.get(c, "")) for c in columns} for row in reader]
 

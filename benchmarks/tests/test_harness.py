@@ -157,6 +157,12 @@ def test_cells_record_the_numerical_libraries_and_the_cpu():
     assert recorded["numpy"] == numpy.__version__
     assert {"torch", "gymnasium", "stable_baselines3", "sb3_contrib", "machine", "cpu"} <= set(recorded)
     assert recorded["cpu"] and all(isinstance(value, str) for value in recorded.values())
+    # the kernels chosen for this CPU: numpy's BLAS libraries' (OpenBLAS in numpy's wheels) and torch's vector width
+    from threadpoolctl import threadpool_info
+
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert recorded["kernels"].endswith(f"torch {th.backends.cpu.get_cpu_capability()}")
+    assert recorded["kernels"].count(" thread") == len(blas)
 
 
 def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
@@ -176,6 +182,10 @@ def test_a_finished_cell_goes_to_the_table_once(tmp_path, capsys):
     assert (row["algo"], row["variant"], row["env"], row["seed"], row["budget"]) == ("grpo", "", "CartPole-v1", 0, 512)
     assert json.loads(row["defaults"]) == summary["defaults"] and harness.changed_defaults(row) == {}
     assert row["final_eval"] == summary["final_eval"] and row["cpu"] == summary["versions"]["cpu"]
+    # a cell runs numpy's BLAS on one thread, as torch, and records it
+    *blas, torch_kernels = row["kernels"].split("; ")
+    assert row["kernels"] == summary["versions"]["kernels"] and torch_kernels.startswith("torch ")
+    assert blas and all(part.endswith(", 1 thread") for part in blas)  # numpy's wheels bring OpenBLAS
     curve = table.read_curves(results / "curves.csv.gz")
     assert [c["timesteps"] for c in curve] == [r for r in sorted({c["timesteps"] for c in curve})] and len(curve) >= 2
     (work / "grpo__CartPole-v1__s0__512.json").unlink()  # gone from the working directory, still in the table
@@ -289,18 +299,23 @@ def test_cells_record_the_constructor_defaults_their_entry_leaves_out(tmp_path):
     assert harness.changed_defaults(row) == {"max_grad_norm": (None, parameters["max_grad_norm"].default)}
 
 
-def test_a_table_written_before_the_defaults_column_still_reads(tmp_path):
-    """Nothing a user saved is lost: a results table without the later ``defaults`` column reads, with it empty."""
+@pytest.mark.parametrize("left_out", [("defaults", "kernels"), ("kernels",)])
+def test_a_table_written_before_a_later_column_still_reads(tmp_path, left_out):
+    """Nothing a user saved is lost: a results table without the later ``defaults`` or ``kernels`` columns reads,
+    with them empty; a table with other columns missing, or in another order, is refused."""
     from benchmarks import table
 
-    old_columns = tuple(c for c in table.CELL_COLUMNS if c not in table.ADDED_COLUMNS)
+    assert set(left_out) <= set(table.ADDED_COLUMNS)
+    old_columns = tuple(c for c in table.CELL_COLUMNS if c not in left_out)
     row = {c: None for c in table.CELL_COLUMNS} | {"algo": "ppo", "variant": "", "env": "E", "seed": 0, "budget": 8}
-    table.write(tmp_path / "cells.csv.gz", old_columns, [row])
+    table.write(tmp_path / "cells.csv.gz", old_columns, [row | {"defaults": "{}"}])
     (read,) = table.read_cells(tmp_path / "cells.csv.gz")
-    assert read["defaults"] == "" and read["algo"] == "ppo"
-    table.write(tmp_path / "cells.csv.gz", ("algo",), [row])
-    with pytest.raises(ValueError, match="are not the expected"):
-        table.read_cells(tmp_path / "cells.csv.gz")
+    assert read["kernels"] == "" and read["algo"] == "ppo"
+    assert read["defaults"] == ("" if "defaults" in left_out else "{}")
+    for wrong in (("algo",), (*old_columns[1:], old_columns[0])):
+        table.write(tmp_path / "cells.csv.gz", wrong, [row])
+        with pytest.raises(ValueError, match="are not the expected"):
+            table.read_cells(tmp_path / "cells.csv.gz")
 
 
 def test_a_cell_records_the_commit_it_started_on(tmp_path, monkeypatch):
