@@ -6,7 +6,7 @@ The benchmark results as data: one row per finished cell, plus every cell's lear
   versions it ran with, the date and commit, the hyperparameters (the zoo or sweep entry, as JSON) and ``defaults``
   (the constructor arguments the entry left out, with the defaults they had; JSON, empty for the cells run before
   2026-11-27, when it was added). ``kernels`` (the kernels numpy's OpenBLAS and torch chose for the CPU, as
-  ``"openblas SkylakeX, 2 threads; torch AVX512"``) is empty for the cells run before 2026-11-29.
+  ``"openblas SkylakeX, 1 thread; torch AVX512"``) is empty for the cells run before 2026-11-29.
 - ``benchmarks/results/curves.csv.gz``: the evaluation curves, one row per evaluation, columns ``CURVE_COLUMNS``.
 
 ``variant`` is empty for the zoo entry of ``algo`` (``zoo_configs/<algo>.yml`` for ours, rl-zoo's for ``ppo`` and
