@@ -270,8 +270,8 @@ def _late_fall_row(env: str, label: str, ratios: list[tuple[float, float]], shar
 
 def entry_reruns(data: Data, spec: Spec) -> str:
     """Zoo entries run again on a later commit (a sweep file equal to the entry), on the seeds both ran: when each
-    ran (dates, newest commit), the final evaluations, how many end at the env's threshold or better, how many end
-    bit for bit as before, and the Mann-Whitney test."""
+    ran (dates, newest commit, and the kernels where the cells recorded them), the final evaluations, how many end at
+    the env's threshold or better, how many end bit for bit as before, and the Mann-Whitney test."""
     rows, used = [], []
     for env, first, rerun in spec["rows"]:
         seeds, x, y, ca, cb = data.paired(env, first, rerun)
@@ -282,8 +282,8 @@ def entry_reruns(data: Data, spec: Spec) -> str:
                 env,
                 display(first),
                 seed_list(seeds),
-                ", ".join(when_run(ca)),
-                ", ".join(when_run(cb)),
+                ", ".join([*when_run(ca), *sorted({c["kernels"] for c in ca if c.get("kernels")})]),
+                ", ".join([*when_run(cb), *sorted({c["kernels"] for c in cb if c.get("kernels")})]),
                 f"{x.mean():.1f} ± {x.std():.1f}",
                 f"{y.mean():.1f} ± {y.std():.1f}",
                 f"{int((x >= thr).sum())} / {int((y >= thr).sum())}",
@@ -301,7 +301,7 @@ def versions(data: Data, spec: Spec) -> str:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for c in data.cells:
         sb3 = f"{c['stable_baselines3']} / {c['sb3_contrib']}"
-        recorded = (c["python"], c["torch"], sb3, c["gymnasium"], c["numpy"], c["mujoco"], c["cpu"], c["kernels"])
+        recorded = (c["python"], c["torch"], sb3, c["gymnasium"], c["numpy"], c["mujoco"], c["cpu"], c.get("kernels"))
         groups[tuple(v or "not recorded" for v in recorded)].append(c)
     body = [[*key, provenance(cells)] for key, cells in sorted(groups.items(), key=lambda kv: min(c["date"] for c in kv[1]))]
     header = ["python", "torch", "SB3 / contrib", "gymnasium", "numpy", "mujoco", "CPU", "kernels", "cells"]
