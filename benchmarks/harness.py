@@ -2,15 +2,15 @@
 Side-by-side benchmark harness: our algorithms against SB3 PPO and sb3-contrib TRPO on the same envs, seeds and
 budgets, with the same evaluation.
 
-One *cell* is (algorithm, env, seed, budget). Each cell trains in its own process with torch limited to one
-thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes, on a
+One *cell* is (algorithm, env, seed, budget). Each cell trains in its own process with torch and numpy's BLAS
+limited to one thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes, on a
 separate env whose VecNormalize statistics are copied from the training env), and writes, in the working directory
 ``--out`` (``benchmarks/work/``, ignored by git):
 
 - ``<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
-- ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions, date,
-  the commit the cell started on, the hyperparameters of its entry and the constructor defaults the entry left to
-  the algorithm), written last;
+- ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions and
+  kernels, date, the commit the cell started on, the hyperparameters of its entry and the constructor defaults the
+  entry left to the algorithm), written last;
 - with ``--save-models``, ``<algo>__<env>__s<seed>__<budget>.models/<steps>.zip``: the model at each evaluation
   (and ``<steps>.vecnormalize.pkl``, its observation statistics, where the entry normalises), for
   ``python -m benchmarks.eval_models`` to evaluate again.
@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=None, help="env steps per cell (default: per-env BUDGETS)")
     parser.add_argument("--eval-freq", type=int, default=10_000)
     parser.add_argument("--n-eval-episodes", type=int, default=10)
-    parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel (one torch thread each)")
+    parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel (one thread each)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="working directory of the cells (ignored by git)")
     parser.add_argument("--results", default=str(table.RESULTS), help="where cells.csv.gz and curves.csv.gz are")
     parser.add_argument("--device", default="cpu")
