@@ -272,6 +272,10 @@ def entry_reruns(data: Data, spec: Spec) -> str:
     """Zoo entries run again on a later commit (a sweep file equal to the entry), on the seeds both ran: when each
     ran (dates, newest commit, and the kernels where the cells recorded them), the final evaluations, how many end at
     the env's threshold or better, how many end bit for bit as before, and the Mann-Whitney test."""
+
+    def ran(cells: list[dict]) -> str:
+        return ", ".join([*when_run(cells), *sorted({c["kernels"] for c in cells if c.get("kernels")})])
+
     rows, used = [], []
     for env, first, rerun in spec["rows"]:
         seeds, x, y, ca, cb = data.paired(env, first, rerun)
@@ -282,8 +286,8 @@ def entry_reruns(data: Data, spec: Spec) -> str:
                 env,
                 display(first),
                 seed_list(seeds),
-                ", ".join([*when_run(ca), *sorted({c["kernels"] for c in ca if c.get("kernels")})]),
-                ", ".join([*when_run(cb), *sorted({c["kernels"] for c in cb if c.get("kernels")})]),
+                ran(ca),
+                ran(cb),
                 f"{x.mean():.1f} ± {x.std():.1f}",
                 f"{y.mean():.1f} ± {y.std():.1f}",
                 f"{int((x >= thr).sum())} / {int((y >= thr).sum())}",

@@ -3,9 +3,9 @@ Side-by-side benchmark harness: our algorithms against SB3 PPO and sb3-contrib T
 budgets, with the same evaluation.
 
 One *cell* is (algorithm, env, seed, budget). Each cell trains in its own process with torch and numpy's BLAS
-limited to one thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes, on a
-separate env whose VecNormalize statistics are copied from the training env), and writes, in the working directory
-``--out`` (``benchmarks/work/``, ignored by git):
+limited to one thread, evaluates every ``eval_freq`` env steps (deterministic actions, ``n_eval_episodes`` episodes,
+on a separate env whose VecNormalize statistics are copied from the training env), and writes, in the working
+directory ``--out`` (``benchmarks/work/``, ignored by git):
 
 - ``<algo>__<env>__s<seed>__<budget>.csv``: the evaluation curve (timesteps, mean, std, train seconds, RSS);
 - ``<algo>__<env>__s<seed>__<budget>.json``: the summary (final eval, fps, update time, peak memory, versions and
