@@ -33,7 +33,9 @@ second ``learn``) is refused.
 Per run: ``final_return`` (the last evaluation: the return at equal seconds), ``best_return``,
 ``seconds_to_threshold`` and ``steps_to_threshold`` (training seconds and env steps at the first evaluation at or
 above ``harness.THRESHOLDS``; empty if never; its resolution is ``--eval-seconds``), ``steps`` done, the evaluations'
-count and seconds, and the run's whole wall time.
+count and seconds, the run's whole wall time, and the CPU and kernels it ran on (``harness.versions()``; numpy's BLAS
+runs on one thread, as torch, as in the harness). Tables written before these two columns existed get them, empty,
+when a run is next appended.
 
 Rows are appended to the results table ``benchmarks/results/wallclock.csv`` (``--out`` to write elsewhere) with
 ``run``, one number per invocation: seconds are comparable only within one run on one machine, so one of ours is
@@ -85,7 +87,10 @@ FIELDS = (
     "wall_seconds",
     "date",
     "commit",
+    "cpu",
+    "kernels",
 )
+ADDED_FIELDS = ("cpu", "kernels")  # since 2026-11-30: older tables get them, empty, when a run is appended
 
 
 class TrainingClock:
@@ -123,12 +128,14 @@ def run(
     """Train ``algo`` on ``env_id`` for ``seconds`` of training time (evaluation excluded) in this process; its row."""
     import torch as th
     from stable_baselines3.common.callbacks import BaseCallback
+    from threadpoolctl import threadpool_limits
 
     from sb3_grpo import SwitchArguments
 
     if seconds <= 0 or eval_seconds <= 0:
         raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
     th.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")  # as the harness runs a cell: numpy's BLAS on one thread too
     started_on = harness.commit()  # the working tree may change while it trains
     model, eval_env, used = harness.build(algo, env_id, seed, device)
     callbacks: list[BaseCallback] = []
@@ -181,6 +188,7 @@ def run(
     wall = time.perf_counter() - wall_start
     threshold = harness.THRESHOLDS.get(env_id)
     reached = next((point for point in curve if threshold is not None and point[2] >= threshold), None)
+    ran_on = harness.versions()
     return {
         "algo": algo,
         "env": env_id,
@@ -198,6 +206,8 @@ def run(
         "wall_seconds": round(wall, 3),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "commit": started_on,
+        "cpu": ran_on["cpu"],
+        "kernels": ran_on["kernels"],
         "curve": [[round(at, 3), steps, round(mean, 2)] for at, steps, mean in curve],  # to the curves table
     }
 
@@ -313,6 +323,28 @@ def curves_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}_curves{path.suffix}")
 
 
+def _add_fields(f: Any, path: Path) -> None:
+    """Give a table open for appending (and locked) the columns of ``ADDED_FIELDS`` it lacks, empty in its rows; refuse
+    one whose columns are neither ``FIELDS`` nor ``FIELDS`` without some of the added ones."""
+    f.seek(0)
+    reader = csv.DictReader(f)
+    found = tuple(reader.fieldnames or ())
+    missing = [c for c in FIELDS if c not in found]
+    if found != tuple(c for c in FIELDS if c not in missing) or not set(missing) <= set(ADDED_FIELDS):
+        raise ValueError(
+            f"{path}: columns {list(found)} are not bench_wallclock's {list(FIELDS)}: append to a table this command "
+            "wrote, or give --out a new file"
+        )
+    if missing:
+        rows = list(reader)
+        f.seek(0)
+        f.truncate()
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({c: row.get(c, "") for c in FIELDS} for row in rows)
+        f.flush()
+
+
 def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) -> int:
     """Append ``rows`` of run ``run_id`` to the results table (written with its header if new), and their
     evaluations (a row's ``curve``: training seconds, steps, mean return) to :func:`curves_path`; returns the run.
@@ -324,6 +356,8 @@ def append(rows: list[dict[str, Any]], path: Path, run_id: int | None = None) ->
     with open(path, "a+", newline="") as f:
         table.lock(f)  # released when the file closes
         new = os.fstat(f.fileno()).st_size == 0
+        if not new:
+            _add_fields(f, path)
         if run_id is None:  # read the table once, for a run's first row
             f.seek(0)
             run_id = 1 + max((int(r["run"]) for r in csv.DictReader(f) if r.get("run")), default=0)

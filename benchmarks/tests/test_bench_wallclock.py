@@ -47,6 +47,9 @@ def test_the_training_clock_stops_while_evaluating(monkeypatch):
     assert wall >= row["train_seconds"] + pause * row["n_evals"]
     assert row["wall_seconds"] >= row["train_seconds"] + row["eval_seconds"] - 0.01
     assert row["steps"] > 0 and row["best_return"] >= row["final_return"]
+    assert row["cpu"] == harness.versions()["cpu"]
+    # numpy's BLAS ran on one thread, as in a harness cell (the kernels are read at the end of the run)
+    assert all(", 1 thread" in part for part in row["kernels"].split("; ") if not part.startswith("torch"))
     if row["seconds_to_threshold"] is not None:
         assert row["best_return"] >= 475.0  # CartPole-v1's threshold
         assert row["seconds_to_threshold"] <= row["train_seconds"] and row["steps_to_threshold"] <= row["steps"]
@@ -113,6 +116,8 @@ def _fake_measure(calls):
             "wall_seconds": train_seconds + 1.0,
             "date": "2026-11-25",
             "commit": "abc",
+            "cpu": "a cpu (avx2)",
+            "kernels": "openblas Haswell, 1 thread; torch AVX2",
         }
 
     return measure
@@ -194,6 +199,31 @@ def test_two_invocations_side_by_side_get_their_own_run_numbers(tmp_path, monkey
         ("2", "trpo", "Hopper-v5"),
     ]
     assert out.read_text().count("run,algo") == 1  # one header
+
+
+def test_a_table_from_before_the_cpu_and_kernels_columns_gets_them_when_a_run_is_appended(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_wallclock, "measure", _fake_measure([]))
+    out = tmp_path / "wallclock.csv"
+    old_fields = [f for f in FIELDS if f not in bench_wallclock.ADDED_FIELDS]
+    old_row = dict.fromkeys(old_fields, "1") | {"run": "1", "algo": "ppo", "env": "Hopper-v5", "seed": "0"}
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, old_fields)
+        writer.writeheader()
+        writer.writerow(old_row)
+    bench_wallclock.main(["--envs", "Hopper-v5", "--algos", "ppo", "--seconds", "5", "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == list(FIELDS) and out.read_text().count("run,algo") == 1
+    assert rows[0] == old_row | {"cpu": "", "kernels": ""}  # the old run kept, its new columns empty
+    assert (rows[1]["run"], rows[1]["kernels"]) == ("2", "openblas Haswell, 1 thread; torch AVX2")
+
+
+def test_a_table_with_other_columns_is_refused_and_left_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_wallclock, "measure", _fake_measure([]))
+    out = tmp_path / "wallclock.csv"
+    out.write_text("run,algo,env,seed,return\n1,ppo,Hopper-v5,0,1000\n")
+    with pytest.raises(ValueError, match="give --out a new file"):
+        bench_wallclock.main(["--envs", "Hopper-v5", "--algos", "ppo", "--seconds", "5", "--out", str(out)])
+    assert out.read_text() == "run,algo,env,seed,return\n1,ppo,Hopper-v5,0,1000\n"
 
 
 def test_baseline_steps_needs_the_baselines(tmp_path):
