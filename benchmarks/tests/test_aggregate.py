@@ -340,15 +340,19 @@ def test_grpo_entry_cells_are_the_shipped_zoo_entries():
 @needs_history
 def test_entry_rerun_cells_are_the_shipped_zoo_entries():
     """Both sides of each entry rerun (BENCHMARKS: classic control, Walker2d-v5 at 1M) ran with the entry as it ships
-    in zoo_configs/<algo>.yml, and the rerun's sweep file is that entry."""
+    in zoo_configs/<algo>.yml, or, for a block that names the entry it reran (``entry``: a sweep file equal to an
+    earlier entry), with that; and the rerun's sweep file is that entry."""
     cells, _ = load(curves=None)
     blocks_ = [spec for spec in dataset.SPEC["blocks"].values() if spec.get("kind") == "entry_reruns"]
     assert len(blocks_) >= 2, "the classic-control and MuJoCo entry reruns are no longer named in aggregate.yml"
-    rows = [row for spec in blocks_ for row in spec["rows"]]
+    rows = [(spec.get("entry"), row) for spec in blocks_ for row in spec["rows"]]
     assert rows, "no entry rerun named: the check below would check nothing"
-    for env, first, rerun in rows:
+    for entry, (env, first, rerun) in rows:
         algo = rerun.split(":")[0]
-        zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())[env]
+        if entry is None:
+            zoo = yaml.safe_load((ROOT / "zoo_configs" / f"{algo}.yml").read_text())[env]
+        else:
+            zoo = harness.load_hyperparams(entry, env)
         sweep = harness.load_hyperparams(rerun, env)
         assert aggregate.flatten(sweep) == aggregate.flatten(zoo), f"{rerun} on {env}"
         for name in (first, rerun):
