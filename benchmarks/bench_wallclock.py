@@ -90,7 +90,7 @@ FIELDS = (
     "cpu",
     "kernels",
 )
-ADDED_FIELDS = ("cpu", "kernels")  # since 2026-11-30: older tables get them, empty, when a run is appended
+ADDED_FIELDS = ("cpu", "kernels")  # since 2026-11-29: older tables get them, empty, when a run is appended
 
 
 class TrainingClock:
