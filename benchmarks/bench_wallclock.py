@@ -126,16 +126,13 @@ def run(
     device: str = "cpu",
 ) -> dict[str, Any]:
     """Train ``algo`` on ``env_id`` for ``seconds`` of training time (evaluation excluded) in this process; its row."""
-    import torch as th
     from stable_baselines3.common.callbacks import BaseCallback
-    from threadpoolctl import threadpool_limits
 
     from sb3_grpo import SwitchArguments
 
     if seconds <= 0 or eval_seconds <= 0:
         raise ValueError(f"seconds and eval_seconds must be positive (seconds may be inf), got {seconds} and {eval_seconds}")
-    th.set_num_threads(1)
-    threadpool_limits(1, user_api="blas")  # as the harness runs a cell: numpy's BLAS on one thread too
+    harness.one_thread()  # as the harness runs a cell
     started_on = harness.commit()  # the working tree may change while it trains
     model, eval_env, used = harness.build(algo, env_id, seed, device)
     callbacks: list[BaseCallback] = []
@@ -329,8 +326,8 @@ def _add_fields(f: Any, path: Path) -> None:
     f.seek(0)
     reader = csv.DictReader(f)
     found = tuple(reader.fieldnames or ())
-    missing = [c for c in FIELDS if c not in found]
-    if found != tuple(c for c in FIELDS if c not in missing) or not set(missing) <= set(ADDED_FIELDS):
+    missing = table.added_columns_missing(found, FIELDS, ADDED_FIELDS)
+    if missing is None:
         raise ValueError(
             f"{path}: columns {list(found)} are not bench_wallclock's {list(FIELDS)}: append to a table this command "
             "wrote, or give --out a new file"

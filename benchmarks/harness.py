@@ -353,6 +353,16 @@ def evaluate_model(model: Any, eval_env: Any, n_eval_episodes: int) -> tuple[flo
     return float(mean), float(std)
 
 
+def one_thread() -> None:
+    """Run torch and numpy's BLAS on one thread in this process: runs go side by side, and how OpenBLAS splits a fit
+    over threads moves its last bits (``versions()["kernels"]`` records the kernels and threads)."""
+    import torch as th
+    from threadpoolctl import threadpool_limits
+
+    th.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")
+
+
 def run_cell(
     algo: str,
     env_id: str,
@@ -366,13 +376,7 @@ def run_cell(
 ) -> dict[str, Any]:
     """Train and evaluate one cell; returns (and writes) its summary. ``save_models``: also save the model at each
     evaluation, in ``<cell>.models/`` of ``out``."""
-    import torch as th
-    from threadpoolctl import threadpool_limits
-
-    # One thread per cell, for numpy's BLAS too: cells run side by side, and how OpenBLAS splits a fit over threads
-    # moves its last bits (``versions()["kernels"]`` records the kernels and threads).
-    th.set_num_threads(1)
-    threadpool_limits(1, user_api="blas")
+    one_thread()
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = cell_name(algo, env_id, seed, budget)

@@ -105,15 +105,22 @@ def _format(value: Any) -> str:
     return str(value)
 
 
+def added_columns_missing(found: tuple[str, ...], columns: tuple[str, ...], added: tuple[str, ...]) -> set[str] | None:
+    """The columns of ``added`` that a file written before they were added lacks (empty when it has them all), or
+    ``None`` when its columns ``found`` are not ``columns``, in order, less some of ``added``."""
+    missing = set(columns) - set(found)
+    if tuple(found) != tuple(c for c in columns if c not in missing) or not missing <= set(added):
+        return None
+    return missing
+
+
 def read(path: Path, columns: tuple[str, ...]) -> list[dict[str, Any]]:
     """The rows of a table file (``[]`` when it does not exist yet)."""
     if not path.exists():
         return []
     with gzip.open(path, "rt", newline="") as f:
         reader = csv.DictReader(f)
-        found = tuple(reader.fieldnames or ())
-        missing = set(columns) - set(found)
-        if found != tuple(c for c in columns if c not in missing) or not missing <= set(ADDED_COLUMNS):
+        if added_columns_missing(tuple(reader.fieldnames or ()), columns, ADDED_COLUMNS) is None:
             raise ValueError(f"{path}: columns {reader.fieldnames} are not the expected {list(columns)}")
         return [{c: _parse(c, row.get(c, "")) for c in columns} for row in reader]
 
