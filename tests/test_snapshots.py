@@ -174,6 +174,34 @@ def test_branching_needs_whole_blocks_of_slots():
         GRPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=3), group_size=2, branch_every=10, device="cpu")
 
 
+@pytest.mark.parametrize("n_steps", [5, 400])
+def test_branching_runs_exactly_groups_per_rollout_segment_groups(n_steps):
+    """With groups_per_rollout a rollout runs that many segment groups whatever n_steps says, as without branching:
+    4 slots in blocks of 2 run 2 groups per segment of 10 steps, so 6 groups are 3 segments, 120 steps."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    venv = make_vec_env("Pendulum-v1", n_envs=4, seed=0)
+    model = GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=6, n_steps=n_steps, n_epochs=1, seed=0)
+    model.learn(1)
+    assert model.num_timesteps == 120
+    assert len(np.unique(model.rollout_buffer.group_ids)) == 6
+
+
+def test_branching_groups_per_rollout_must_fill_whole_segments():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    venv = make_vec_env("Pendulum-v1", n_envs=4)
+    with pytest.raises(ValueError, match=r"multiple of 2, got groups_per_rollout=3: use groups_per_rollout=2 or 4"):
+        GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=3, device="cpu")
+    with pytest.raises(ValueError, match=r"got groups_per_rollout=1: use groups_per_rollout=2,"):
+        GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=1, device="cpu")
+    GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=4, device="cpu")
+
+
 def test_branch_pivot_alive_branches_from_a_survivor_instead_of_restarting():
     """CartPole under a random policy ends episodes at different times inside a segment: with "any" a block restarts
     from reset whenever its pre-drawn member fell; with "alive" only when every member fell."""

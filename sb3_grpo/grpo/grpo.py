@@ -74,7 +74,9 @@ class GRPO(GroupSamplingAlgorithm):
         ``ceil(2 * n_envs / group_size)`` groups however small ``n_steps`` is: with ``n_envs == group_size``, two
         whole groups. Where episodes are long, ``groups_per_rollout`` gives smaller rollouts.
     :param groups_per_rollout: if given, each rollout runs exactly this many groups instead (every member of a
-        group is run, so the rollout holds ``groups_per_rollout * group_size`` whole trajectories).
+        group is run, so the rollout holds ``groups_per_rollout * group_size`` whole trajectories). With
+        ``branch_every`` they are segment groups, one per block of ``group_size`` slots per segment, so a multiple of
+        ``n_envs // group_size``.
     :param group_size: trajectories per group (G >= 2).
     :param batch_size: minibatch size in steps (``None``: the whole batch, one gradient step per epoch); the last
         minibatch of an epoch holds the rest, and a rest of one step joins the minibatch before it.

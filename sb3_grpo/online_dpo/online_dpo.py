@@ -48,7 +48,8 @@ class OnlineDPO(GroupSamplingAlgorithm):
     :param learning_rate: learning rate, a constant or a schedule of the remaining progress (1 to 0).
     :param n_steps: target number of steps per env slot per rollout: groups keep opening until ``n_steps * n_envs``
         steps are recorded, then the open groups finish (ignored with ``groups_per_rollout``; see GRPO's).
-    :param groups_per_rollout: if given, each rollout runs exactly this many groups instead.
+    :param groups_per_rollout: if given, each rollout runs exactly this many groups instead (with ``branch_every``
+        segment groups, a multiple of ``n_envs // group_size``; see GRPO's).
     :param group_size: trajectories per group (G >= 2).
     :param batch_size: preference pairs per minibatch (``None``: all pairs of the rollout, one gradient step per
         epoch). Each minibatch's loss is the mean over its pairs.

@@ -250,7 +250,9 @@ class GroupSamplingAlgorithm(AlgorithmMixin, OnPolicyAlgorithm):
                 "dynamic_sampling drops whole groups and samples new ones, which branching groups (branch_every) cannot "
                 "do: their segments continue each other. Use one of the two: dynamic_sampling=False or branch_every=None."
             )
-        problem = branching_problem(self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size)
+        problem = branching_problem(
+            self.branch_every, self.branch_pivot, getattr(self, "n_envs", None), self.group_size, self.groups_per_rollout
+        )
         if problem is not None:
             fail(problem)
         interval = self.ref_update_interval

@@ -29,7 +29,9 @@ __all__ = ["BRANCH_PIVOTS", "BranchingCollector", "branching_problem", "check_sn
 BRANCH_PIVOTS = ("any", "alive")
 
 
-def branching_problem(branch_every: int | None, branch_pivot: str, n_envs: int | None, group_size: int) -> str | None:
+def branching_problem(
+    branch_every: int | None, branch_pivot: str, n_envs: int | None, group_size: int, groups_per_rollout: int | None = None
+) -> str | None:
     """What is wrong with the branching arguments (``None``: nothing)."""
     if branch_pivot not in BRANCH_PIVOTS:
         return f"branch_pivot must be one of {BRANCH_PIVOTS}, got {branch_pivot!r}"
@@ -42,6 +44,15 @@ def branching_problem(branch_every: int | None, branch_pivot: str, n_envs: int |
             f"branch_every needs n_envs to be a multiple of group_size (each block of group_size env slots runs one "
             f"group in lockstep), got n_envs={n_envs}, group_size={group_size}: "
             f"use make_vec_env(..., n_envs={group_size * max(1, n_envs // group_size)})."
+        )
+    blocks = n_envs // group_size if n_envs else 1
+    if groups_per_rollout is not None and groups_per_rollout % blocks != 0:
+        below = groups_per_rollout // blocks * blocks
+        nearest = " or ".join(str(n) for n in (below, below + blocks) if n > 0)
+        return (
+            f"with branch_every, every segment runs one group in each block of group_size env slots "
+            f"(n_envs // group_size = {blocks} groups), so groups_per_rollout must be a multiple of {blocks}, got "
+            f"groups_per_rollout={groups_per_rollout}: use groups_per_rollout={nearest}, or other n_envs."
         )
     return None
 
@@ -61,8 +72,9 @@ def check_snapshots(env: VecEnv) -> None:
 
 class BranchingCollector(GroupRolloutCollector):
     """Runs branching groups (see the module docstring); a rollout ends at a segment boundary once
-    ``n_steps * n_envs`` steps are recorded (or ``groups_per_rollout`` segment groups ran). The env's snapshotters
-    are checked by :func:`check_snapshots` first."""
+    ``n_steps * n_envs`` steps are recorded, or, with ``groups_per_rollout``, once that many segment groups ran
+    (``n_steps`` then plays no part, as without branching). The env's snapshotters are checked by
+    :func:`check_snapshots` first."""
 
     def collect(
         self, callback: BaseCallback, n_rollout_steps: int, seeds: SeedState, max_groups: int | None = None
@@ -84,7 +96,8 @@ class BranchingCollector(GroupRolloutCollector):
         record = StepRecord()
         recorded = segment_groups = new_groups = 0
 
-        while recorded < target and (settings.groups_per_rollout is None or segment_groups < settings.groups_per_rollout):
+        wanted = settings.groups_per_rollout
+        while segment_groups < wanted if wanted is not None else recorded < target:
             active = np.full(n_envs, -1, dtype=np.int64)
             pivots = seeds.rng.integers(size, size=n_blocks)
             for block in range(n_blocks):
