@@ -183,7 +183,17 @@ def test_branching_runs_exactly_groups_per_rollout_segment_groups(n_steps):
     from sb3_grpo import GRPO
 
     venv = make_vec_env("Pendulum-v1", n_envs=4, seed=0)
-    model = GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=6, n_steps=n_steps, n_epochs=1, seed=0)
+    model = GRPO(
+        "MlpPolicy",
+        venv,
+        group_size=2,
+        branch_every=10,
+        groups_per_rollout=6,
+        n_steps=n_steps,
+        n_epochs=1,
+        seed=0,
+        device="cpu",
+    )
     model.learn(1)
     assert model.num_timesteps == 120
     assert len(np.unique(model.rollout_buffer.group_ids)) == 6
