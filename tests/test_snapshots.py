@@ -212,6 +212,28 @@ def test_branching_groups_per_rollout_must_fill_whole_segments():
     GRPO("MlpPolicy", venv, group_size=2, branch_every=10, groups_per_rollout=4, device="cpu")
 
 
+def test_branching_groups_per_rollout_is_checked_against_the_env_given_at_load(tmp_path):
+    """A model saved with one block of slots and loaded onto twice the envs would run two groups per segment: refused,
+    naming the values that fit."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_grpo import GRPO
+
+    model = GRPO(
+        "MlpPolicy",
+        make_vec_env("Pendulum-v1", n_envs=2),
+        group_size=2,
+        branch_every=10,
+        groups_per_rollout=1,
+        n_epochs=1,
+        device="cpu",
+    )
+    model.save(tmp_path / "model")
+    with pytest.raises(ValueError, match=r"multiple of 2, got groups_per_rollout=1: use groups_per_rollout=2, or other"):
+        GRPO.load(tmp_path / "model", env=make_vec_env("Pendulum-v1", n_envs=4), device="cpu")
+    GRPO.load(tmp_path / "model", env=make_vec_env("Pendulum-v1", n_envs=4), groups_per_rollout=2, device="cpu")
+
+
 def test_branch_pivot_alive_branches_from_a_survivor_instead_of_restarting():
     """CartPole under a random policy ends episodes at different times inside a segment: with "any" a block restarts
     from reset whenever its pre-drawn member fell; with "alive" only when every member fell."""
