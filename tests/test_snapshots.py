@@ -178,22 +178,7 @@ def test_branching_needs_whole_blocks_of_slots():
 def test_branching_runs_exactly_groups_per_rollout_segment_groups(n_steps):
     """With groups_per_rollout a rollout runs that many segment groups whatever n_steps says, as without branching:
     4 slots in blocks of 2 run 2 groups per segment of 10 steps, so 6 groups are 3 segments, 120 steps."""
-    from stable_baselines3.common.env_util import make_vec_env
-
-    from sb3_grpo import GRPO
-
-    venv = make_vec_env("Pendulum-v1", n_envs=4, seed=0)
-    model = GRPO(
-        "MlpPolicy",
-        venv,
-        group_size=2,
-        branch_every=10,
-        groups_per_rollout=6,
-        n_steps=n_steps,
-        n_epochs=1,
-        seed=0,
-        device="cpu",
-    )
+    model = _branching_pendulum(branch_every=10, groups_per_rollout=6, n_steps=n_steps)
     model.learn(1)
     assert model.num_timesteps == 120
     assert len(np.unique(model.rollout_buffer.group_ids)) == 6
@@ -219,15 +204,7 @@ def test_branching_groups_per_rollout_is_checked_against_the_env_given_at_load(t
 
     from sb3_grpo import GRPO
 
-    model = GRPO(
-        "MlpPolicy",
-        make_vec_env("Pendulum-v1", n_envs=2),
-        group_size=2,
-        branch_every=10,
-        groups_per_rollout=1,
-        n_epochs=1,
-        device="cpu",
-    )
+    model = _branching_pendulum(n_envs=2, branch_every=10, groups_per_rollout=1)
     model.save(tmp_path / "model")
     with pytest.raises(ValueError, match=r"multiple of 2, got groups_per_rollout=1: use groups_per_rollout=2, or other"):
         GRPO.load(tmp_path / "model", env=make_vec_env("Pendulum-v1", n_envs=4), device="cpu")
@@ -285,21 +262,18 @@ def test_branch_pivot_is_checked():
         GRPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), group_size=2, branch_every=10, branch_pivot="best")
 
 
-def _branching_pendulum(seed=0, carry_over=True):
+def _branching_pendulum(seed=0, carry_over=True, n_envs=4, **arguments):
+    """GRPO with branching groups of 2 on Pendulum-v1 (``arguments`` replace the defaults)."""
     from stable_baselines3.common.env_util import make_vec_env
 
     from sb3_grpo import GRPO
 
+    defaults = dict(group_size=2, branch_every=30, n_steps=40, n_epochs=1, seed=seed, device="cpu")
     return GRPO(
         "MlpPolicy",
-        make_vec_env("Pendulum-v1", n_envs=4, seed=seed),
-        group_size=2,
-        branch_every=30,
-        n_steps=40,
-        n_epochs=1,
-        seed=seed,
-        device="cpu",
+        make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed),
         branch_carry_over=carry_over,
+        **{**defaults, **arguments},
     )
 
 
