@@ -81,6 +81,8 @@ class BranchingCollector(GroupRolloutCollector):
     ) -> Rollout | None:
         settings, env, n_envs = self.settings, self.env, self.n_envs
         assert settings.branch_every is not None
+        # max_groups is dynamic sampling's, which construction and load refuse together with branching
+        assert max_groups is None, "BranchingCollector runs groups_per_rollout groups; max_groups is not supported"
         size, length = settings.group_size, int(settings.branch_every)
         n_blocks = n_envs // size
         target = n_rollout_steps * n_envs
